@@ -1,0 +1,52 @@
+"""gpflux_avdgp: amortized variational inference for deep Gaussian processes in GPflux/Keras.
+
+Layers read and write packed Gaussian mixtures (:mod:`gpflux_avdgp.mixture`), so an amortized
+deep GP is a ``tf_keras.Sequential`` trained with ``model.fit`` and
+:class:`~gpflux_avdgp.AVDGPLoss`.
+"""
+
+from . import kernels
+from .conditionals import amortized_conditional, amortized_kl
+from .covariances import pointwise_covariances
+from .inference import AffineInference, AmortizedParameters, MLPInference
+from .layers import (
+    AmortizedGPLayer,
+    InferenceKind,
+    KLConvention,
+    MixtureLayer,
+    SigmaPointGPLayer,
+    TrainableLikelihood,
+)
+from .mixture import GaussianMixture, to_mixture
+from .models import build_avdgp
+from .objectives import AVDGPLoss, Objective, mixture_log_density
+from .prediction import PredictiveMixture, predict_mixture
+from .propagation import PropagationRule, propagate
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AVDGPLoss",
+    "AffineInference",
+    "AmortizedGPLayer",
+    "AmortizedParameters",
+    "GaussianMixture",
+    "InferenceKind",
+    "KLConvention",
+    "MLPInference",
+    "MixtureLayer",
+    "Objective",
+    "PredictiveMixture",
+    "PropagationRule",
+    "SigmaPointGPLayer",
+    "TrainableLikelihood",
+    "amortized_conditional",
+    "amortized_kl",
+    "build_avdgp",
+    "kernels",
+    "mixture_log_density",
+    "pointwise_covariances",
+    "predict_mixture",
+    "propagate",
+    "to_mixture",
+]

@@ -1,0 +1,84 @@
+"""Kernel and mean-function specifications that a layer can rebuild from its config."""
+
+from __future__ import annotations
+
+from typing import Optional, Union
+
+import gpflow
+import numpy as np
+
+__all__ = ["KERNELS", "make_kernel", "kernel_spec", "make_mean_function", "mean_function_spec"]
+
+#: Kernels a layer can build from a name (all isotropic or ARD stationary kernels).
+KERNELS: dict[str, type[gpflow.kernels.Stationary]] = {
+    "matern12": gpflow.kernels.Matern12,
+    "matern32": gpflow.kernels.Matern32,
+    "matern52": gpflow.kernels.Matern52,
+    "rbf": gpflow.kernels.SquaredExponential,
+    "squared_exponential": gpflow.kernels.SquaredExponential,
+}
+
+KernelArg = Union[str, gpflow.kernels.Kernel]
+MeanFunctionArg = Union[None, str, gpflow.mean_functions.MeanFunction]
+
+
+def make_kernel(kernel: KernelArg, input_dim: int, *, ard: bool) -> gpflow.kernels.Kernel:
+    """Return ``kernel`` if it is a GPflow kernel, else build the named one.
+
+    :param kernel: a name from :data:`KERNELS` or any ``gpflow.kernels.Kernel``.
+    :param input_dim: ``D``; ARD kernels get ``D`` lengthscales, all starting at one.
+    :param ard: one lengthscale per input dimension (only used for named kernels).
+    :raises ValueError: for an unknown name or another type.
+    """
+    if isinstance(kernel, gpflow.kernels.Kernel):
+        return kernel
+    if isinstance(kernel, str) and kernel.lower() in KERNELS:
+        lengthscales = np.ones(input_dim) if ard else 1.0
+        return KERNELS[kernel.lower()](lengthscales=lengthscales)
+    raise ValueError(
+        f"kernel: expected a GPflow kernel or one of {sorted(KERNELS)}, got {kernel!r}"
+    )
+
+
+def kernel_spec(kernel: KernelArg) -> Optional[str]:
+    """The name that rebuilds ``kernel`` in :func:`make_kernel`, or ``None`` if there is none."""
+    if isinstance(kernel, str):
+        return kernel.lower()
+    for name, cls in KERNELS.items():
+        if type(kernel) is cls:
+            return name
+    return None
+
+
+def make_mean_function(
+    mean_function: MeanFunctionArg, input_dim: int, output_dim: int
+) -> Optional[gpflow.mean_functions.MeanFunction]:
+    """``None``/``"zero"``: no mean function; ``"linear"``: learned ``F A + b``.
+
+    The linear map starts as the identity on the first ``min(D_in, D_out)`` dimensions (as in
+    DS-DGP's identity/projection mean functions, without needing data).
+    """
+    if isinstance(mean_function, gpflow.mean_functions.MeanFunction):
+        return mean_function
+    if mean_function is None or mean_function == "zero":
+        return None
+    if mean_function == "linear":
+        weights = np.eye(input_dim, output_dim)
+        return gpflow.mean_functions.Linear(A=weights, b=np.zeros(output_dim))
+    raise ValueError(
+        "mean_function: expected None, 'zero', 'linear' or a GPflow MeanFunction, "
+        f"got {mean_function!r}"
+    )
+
+
+def mean_function_spec(mean_function: MeanFunctionArg) -> Optional[str]:
+    """The name that rebuilds ``mean_function``, or ``None`` for zero."""
+    if mean_function is None or mean_function == "zero":
+        return None
+    if isinstance(mean_function, str):
+        return mean_function
+    if type(mean_function) is gpflow.mean_functions.Linear:
+        return "linear"
+    if type(mean_function) is gpflow.mean_functions.Zero:
+        return None
+    return None

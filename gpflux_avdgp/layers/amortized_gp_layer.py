@@ -1,0 +1,201 @@
+"""The amortized sparse GP layer: per-datapoint inducing points from an inference function."""
+
+from __future__ import annotations
+
+import enum
+from typing import Optional
+
+import gpflow
+import tensorflow as tf
+from gpflow.keras import tf_keras
+
+from ..conditionals import amortized_conditional, amortized_kl
+from ..covariances import pointwise_covariances
+from ..inference import AffineInference, MLPInference
+from ..kernels import KernelArg, MeanFunctionArg, kernel_spec, make_kernel, make_mean_function
+from ..kernels import mean_function_spec
+from ..propagation import Propagated, PropagationRule
+from ..validation import check_choice, check_nonnegative_int, check_optional_positive_int
+from ..validation import check_positive_int
+from .base import KLConvention, MixtureLayer
+
+__all__ = ["AmortizedGPLayer", "InferenceKind"]
+
+
+class InferenceKind(str, enum.Enum):
+    """Which inference function produces the layer's ``Z`` and ``q(u)``."""
+
+    AFFINE = "affine"  #: the paper's affine maps + two MLPs (:class:`AffineInference`)
+    MLP = "mlp"  #: the original IDSGP single MLP (:class:`MLPInference`)
+
+
+@tf_keras.utils.register_keras_serializable(package="gpflux_avdgp")
+class AmortizedGPLayer(MixtureLayer):
+    """A sparse GP layer whose inducing points and ``q(u)`` are amortized per datapoint.
+
+    For every datapoint ``b`` the inference function maps the amortization input ``h_b``
+    (the input itself in a first layer, the previous layer's mixture mean under AR2/AR2P, each
+    sample under AR1) to ``M`` inducing points ``Z_b`` ``[M, D]`` and ``q(u_b)``; the layer then
+    returns the marginal ``q(f)`` at each of the ``S`` locations ``F_b`` ``[S, D]``. One
+    ``M x M`` Cholesky per datapoint is shared by all ``Q`` outputs and ``S`` locations (AR1:
+    one per datapoint and sample). Memory is ``O(B M^2 (Q + S))``, never ``O(B^2)``.
+
+    Attributes (after ``build``): ``kernel`` (GPflow kernel, shared by the ``Q`` outputs),
+    ``mean_function`` (GPflow mean function or ``None``), ``inference``
+    (:class:`~gpflux_avdgp.inference.AffineInference` or
+    :class:`~gpflux_avdgp.inference.MLPInference`), ``sigma_points`` ``[S, D]`` (AR2P on a
+    mixture input) and ``weight_logits`` ``[S]`` (in the layer that creates the sigma points'
+    mixture; later layers reuse those weights).
+
+    :param units: ``Q``, output dimension.
+    :param num_inducing: ``M``, inducing points per datapoint (paper: 8 / 4 / 4).
+    :param num_data: ``N``, training set size; required by ``kl_convention="paper"``.
+    :param kernel: ``"matern52"`` (default) or another name in
+        :data:`gpflux_avdgp.kernels.KERNELS`, or any GPflow kernel (non-stationary kernels use
+        a slower exact path).
+    :param ard: one lengthscale per input dimension (named kernels only).
+    :param mean_function: ``None``/``"zero"`` (default), ``"linear"`` (learned ``F A + b``) or
+        a GPflow mean function.
+    :param inference: ``"affine"`` (default, the paper) or ``"mlp"`` (IDSGP).
+    :param full_rank: full-rank Cholesky ``q(u)`` instead of mean-field.
+    :param whiten: whitened parameterisation ``u = m(Z) + L v``; default ``False`` (paper).
+    :param hidden_layers: hidden layers of the inference MLPs (paper: 2).
+    :param kl_convention: ``"paper"`` (default) or ``"per_point"``, see :class:`KLConvention`.
+    :param rule: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
+    :param num_points: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
+    :param num_predict_points: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
+    :param seed: seed for initialisers and Monte Carlo draws.
+    """
+
+    def __init__(
+        self,
+        units: int,
+        num_inducing: int,
+        num_data: Optional[int] = None,
+        *,
+        kernel: KernelArg = "matern52",
+        ard: bool = False,
+        mean_function: MeanFunctionArg = None,
+        inference: str | InferenceKind = InferenceKind.AFFINE,
+        full_rank: bool = False,
+        whiten: bool = False,
+        hidden_layers: int = 2,
+        kl_convention: str | KLConvention = KLConvention.PAPER,
+        rule: str | PropagationRule = PropagationRule.AR2P,
+        num_points: Optional[int] = None,
+        num_predict_points: Optional[int] = None,
+        seed: Optional[int] = None,
+        **kwargs,
+    ):
+        super().__init__(
+            units,
+            rule=rule,
+            num_points=num_points,
+            num_predict_points=num_predict_points,
+            seed=seed,
+            **kwargs,
+        )
+        self.num_inducing = check_positive_int("num_inducing", num_inducing)
+        self.num_data = check_optional_positive_int("num_data", num_data)
+        self.kl_convention = check_choice("kl_convention", kl_convention, KLConvention)
+        if self.kl_convention is KLConvention.PAPER and self.num_data is None:
+            raise ValueError(
+                "num_data: required with kl_convention='paper' (the KL is scaled by 1/num_data)"
+            )
+        self.inference_kind = check_choice("inference", inference, InferenceKind)
+        self.hidden_layers = check_nonnegative_int("hidden_layers", hidden_layers)
+        for name, flag in (("ard", ard), ("full_rank", full_rank), ("whiten", whiten)):
+            if not isinstance(flag, bool):
+                raise ValueError(f"{name}: expected a bool, got {flag!r}")
+        self.ard, self.full_rank, self.whiten = ard, full_rank, whiten
+        if not isinstance(kernel, gpflow.kernels.Kernel):
+            make_kernel(kernel, 1, ard=False)  # validates the name now, not at build
+        self._kernel_arg = kernel
+        if not isinstance(mean_function, gpflow.mean_functions.MeanFunction):
+            make_mean_function(mean_function, 1, 1)  # validates the name now
+        self._mean_function_arg = mean_function
+        inference_cls = (
+            AffineInference if self.inference_kind is InferenceKind.AFFINE else MLPInference
+        )
+        self.inference = inference_cls(
+            self.num_inducing,
+            self.units,
+            full_rank=full_rank,
+            hidden_layers=self.hidden_layers,
+            seed=seed,
+            dtype=self.dtype,
+            name="inference",
+        )
+
+    def build(self, input_shape: tf.TensorShape) -> None:
+        super().build(input_shape)
+        self.kernel = make_kernel(self._kernel_arg, self.input_dim, ard=self.ard)
+        self.mean_function = make_mean_function(
+            self._mean_function_arg, self.input_dim, self.units
+        )
+        self.inference.build((None, self.input_dim))
+
+    def _mean_at(self, points: tf.Tensor) -> tf.Tensor:
+        """``m(points)`` broadcastable to ``[..., Q]``; zero if there is no mean function."""
+        if self.mean_function is None:
+            return tf.zeros([], dtype=points.dtype)
+        return self.mean_function(points)
+
+    def _components(
+        self, propagated: Propagated, training: bool
+    ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        locations, amortization_input, log_weights = propagated  # F [B, S, D]
+        batch, num_points = tf.shape(locations)[0], tf.shape(locations)[1]
+        per_sample = self.rule is PropagationRule.AR1 and amortization_input.shape.rank == 3
+        if per_sample:  # every (datapoint, sample) pair is its own problem with one location
+            amortization_input = tf.reshape(amortization_input, [-1, self.input_dim])
+            locations = tf.reshape(locations, [-1, 1, self.input_dim])  # [B S, 1, D]
+
+        inducing, q_mu, q_sqrt = self.inference(amortization_input)  # Z [N, M, D]
+        kuu, kuf, kff = pointwise_covariances(self.kernel, inducing, locations)
+        jitter = gpflow.config.default_jitter()
+        chol_kuu = tf.linalg.cholesky(kuu + jitter * tf.eye(self.num_inducing, dtype=kuu.dtype))
+        if self.whiten:
+            q_mu_centred = q_mu
+        else:
+            q_mu_centred = q_mu - self._mean_at(inducing)  # [N, M, Q]
+        mean, var = amortized_conditional(
+            chol_kuu, kuf, kff, q_mu_centred, q_sqrt, whiten=self.whiten
+        )  # [N, P, Q]
+        mean += self._mean_at(locations)
+        kl = amortized_kl(chol_kuu, q_mu_centred, q_sqrt, whiten=self.whiten)  # [N]
+
+        if per_sample:
+            mean = tf.reshape(mean, [batch, num_points, self.units])
+            var = tf.reshape(var, [batch, num_points, self.units])
+            kl = tf.reduce_sum(tf.exp(log_weights) * tf.reshape(kl, [batch, num_points]), -1)
+        loss_term = tf.reduce_mean(kl)
+        if self.kl_convention is KLConvention.PAPER:
+            loss_term = loss_term / tf.cast(self.num_data, loss_term.dtype)
+        return mean, var, loss_term
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        kernel_name = kernel_spec(self._kernel_arg)
+        if kernel_name is None:
+            raise NotImplementedError(
+                f"{self.name}: kernel {type(self._kernel_arg).__name__} cannot be saved by name;"
+                f" use one of {sorted(__import__('gpflux_avdgp').kernels.KERNELS)}"
+            )
+        if isinstance(self._kernel_arg, gpflow.kernels.Stationary):
+            ard = bool(self._kernel_arg.ard)
+        else:
+            ard = self.ard
+        config.update(
+            num_inducing=self.num_inducing,
+            num_data=self.num_data,
+            kernel=kernel_name,
+            ard=ard,
+            mean_function=mean_function_spec(self._mean_function_arg),
+            inference=self.inference_kind.value,
+            full_rank=self.full_rank,
+            whiten=self.whiten,
+            hidden_layers=self.hidden_layers,
+            kl_convention=self.kl_convention.value,
+        )
+        return config

@@ -1,0 +1,221 @@
+"""Base class of the layers that read and write packed Gaussian mixtures.
+
+It owns what every mixture-propagating GP layer shares: the amortization rule, the number of
+components, the learnable sigma points (AR2P), the model's sigma-point weights (created by the
+layer that first expands a one-component mixture), input checks, and how the layer's KL term
+is added to the Keras loss.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Optional
+
+import gpflow
+import numpy as np
+import tensorflow as tf
+from gpflow.keras import tf_keras
+
+from ..mixture import GaussianMixture, mixture_width_to_dim, to_mixture
+from ..propagation import Propagated, PropagationRule, propagate
+from ..validation import check_choice, check_optional_positive_int, check_positive_int
+
+__all__ = ["KLConvention", "MixtureLayer", "DEFAULT_NUM_POINTS"]
+
+#: Components created from a one-component mixture when ``num_points`` is not given (paper).
+DEFAULT_NUM_POINTS = 32
+
+
+class KLConvention(str, enum.Enum):
+    """How a layer's per-datapoint KL divergences enter the per-datapoint objective.
+
+    * ``"paper"``: ``mean_b KL_b / N``, the paper's minibatch bound (IDSGP and the reference
+      code do the same): the local KLs weigh like one global KL.
+    * ``"per_point"``: ``mean_b KL_b``, every datapoint pays its own full KL, the strict ELBO
+      for local inducing variables (``N`` times stronger regularisation).
+    """
+
+    PAPER = "paper"
+    PER_POINT = "per_point"
+
+
+class MixtureLayer(tf_keras.layers.Layer):
+    """A GP layer whose input and output are packed mixtures (see :mod:`gpflux_avdgp.mixture`).
+
+    Subclasses implement :meth:`_components`, mapping the propagated locations to the
+    per-component means and variances of their outputs and the layer's loss term.
+
+    :param units: ``Q``, output dimension.
+    :param rule: amortization rule, ``"ar1"``, ``"ar2"`` or ``"ar2p"`` (AR2PP is AR2P with the
+        predictive objective: choose it in :class:`~gpflux_avdgp.AVDGPLoss`).
+    :param num_points: ``S``, components this layer creates when its input mixture has one
+        component (the output of a first layer). Default 32 for AR2/AR2P and 1 for AR1 (the
+        paper's training settings). A layer whose input already has ``S`` components keeps
+        them (paired propagation) and may leave this unset.
+    :param num_predict_points: ``S`` at prediction (``training=False``) for AR1/AR2, default
+        ``num_points`` (AR2) or 32 (AR1). AR2P is deterministic and must use ``num_points``.
+    :param seed: seed for initialisers and Monte Carlo draws.
+    """
+
+    def __init__(
+        self,
+        units: int,
+        *,
+        rule: str | PropagationRule = PropagationRule.AR2P,
+        num_points: Optional[int] = None,
+        num_predict_points: Optional[int] = None,
+        seed: Optional[int] = None,
+        **kwargs,
+    ):
+        kwargs.setdefault("dtype", gpflow.default_float())
+        super().__init__(**kwargs)
+        self.units = check_positive_int("units", units)
+        if isinstance(rule, str) and rule.lower() == "ar2pp":
+            raise ValueError(
+                "rule: 'ar2pp' is AR2P trained with the predictive objective; use rule='ar2p' "
+                "here and AVDGPLoss(..., objective='predictive')"
+            )
+        self.rule = check_choice("rule", rule, PropagationRule)
+        self.num_points = check_optional_positive_int("num_points", num_points)
+        self.num_predict_points = check_optional_positive_int(
+            "num_predict_points", num_predict_points
+        )
+        if (
+            self.rule is PropagationRule.AR2P
+            and self.num_predict_points is not None
+            and self.num_predict_points != (self.num_points or DEFAULT_NUM_POINTS)
+        ):
+            raise ValueError(
+                "num_predict_points: rule 'ar2p' predicts with its learned sigma points, so it "
+                f"must equal num_points ({self.num_points}), got {self.num_predict_points}"
+            )
+        self.seed = seed
+
+    # ---------------------------------------------------------------- build and inputs
+    def build(self, input_shape: tf.TensorShape) -> None:
+        input_shape = tf.TensorShape(input_shape)
+        rank = input_shape.rank
+        if rank == 2:
+            self.input_dim = int(input_shape[-1])
+            self.input_components: Optional[int] = None  # deterministic input
+            self.input_spec = tf_keras.layers.InputSpec(ndim=2, axes={-1: self.input_dim})
+        elif rank == 3:
+            self.input_dim = mixture_width_to_dim(int(input_shape[-1]))
+            self.input_components = input_shape[1]
+            self.input_spec = tf_keras.layers.InputSpec(ndim=3, axes={-1: int(input_shape[-1])})
+        else:
+            raise ValueError(
+                f"{self.name}: expected input of rank 2 [batch, features] or a rank-3 packed "
+                f"mixture [batch, components, 2 * D + 1], got shape {input_shape}"
+            )
+        self._build_sigma_points()
+        super().build(input_shape)
+
+    @property
+    def expands(self) -> bool:
+        """Whether this layer turns a one-component mixture into ``S`` components."""
+        return self.input_components == 1
+
+    def _resolved_num_points(self, training: bool) -> int:
+        if self.rule is PropagationRule.AR1:
+            train_points = self.num_points or 1
+            predict_points = self.num_predict_points or DEFAULT_NUM_POINTS
+        else:
+            train_points = self.num_points or DEFAULT_NUM_POINTS
+            predict_points = self.num_predict_points or train_points
+        return train_points if training else predict_points
+
+    def _build_sigma_points(self) -> None:
+        """Create ``xi`` ``[S, D]`` (AR2P on a mixture input) and ``omega`` (when expanding)."""
+        self.sigma_points = None
+        self.weight_logits = None
+        if self.rule is not PropagationRule.AR2P or self.input_components is None:
+            return
+        if self.expands:
+            count = self.num_points or DEFAULT_NUM_POINTS
+        else:
+            count = self.input_components
+            if count is None:
+                raise ValueError(
+                    f"{self.name}: rule 'ar2p' needs a static number of input components"
+                )
+            if self.num_points is not None and self.num_points != count:
+                raise ValueError(
+                    f"num_points: layer {self.name!r} receives {count} sigma points from the "
+                    f"previous layer, got num_points={self.num_points}"
+                )
+        rng = np.random.default_rng(self.seed)
+        self.sigma_points = self.add_weight(
+            name="sigma_points",
+            shape=(count, self.input_dim),
+            initializer=tf_keras.initializers.Constant(
+                rng.standard_normal((count, self.input_dim)).tolist()
+            ),
+        )  # xi, [S, D]
+        if self.expands:
+            self.weight_logits = self.add_weight(
+                name="sigma_point_logits",
+                shape=(count,),
+                initializer=tf_keras.initializers.Zeros(),
+            )  # omega = softmax(logits), [S], shared by all later layers
+
+    def _propagate(self, inputs: tf.Tensor, training: bool) -> Propagated:
+        """Locations, amortization input and log weights for this layer."""
+        if self.input_components is None:  # deterministic input
+            return Propagated(
+                locations=inputs[:, None, :],
+                amortization_input=inputs,
+                log_weights=tf.zeros_like(inputs[:, :1]),
+            )
+        mixture = to_mixture(inputs)
+        log_weights = (
+            None if self.weight_logits is None else tf.nn.log_softmax(self.weight_logits)
+        )
+        return propagate(
+            mixture,
+            self.rule,
+            num_points=self._resolved_num_points(training),
+            sigma_points=self.sigma_points,
+            log_weights=log_weights,
+            seed=self.seed,
+        )
+
+    # ---------------------------------------------------------------- call
+    def _components(
+        self, propagated: Propagated, training: bool
+    ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """Return ``(means [B, S, Q], variances [B, S, Q], loss_term [])``."""
+        raise NotImplementedError
+
+    def call(self, inputs: tf.Tensor, training: Optional[bool] = None) -> tf.Tensor:
+        """Evaluate the layer on a packed mixture (or a deterministic ``[B, D]`` input).
+
+        Adds the layer's KL term with ``add_loss`` and reports it as the metric
+        ``"<name>_kl"``.
+
+        :returns: packed mixture ``[B, S, 2 Q + 1]``.
+        """
+        training = bool(training)
+        propagated = self._propagate(inputs, training)
+        means, variances, loss_term = self._components(propagated, training)
+        self.add_loss(loss_term)
+        self.add_metric(loss_term, name=f"{self.name}_kl", aggregation="mean")
+        return GaussianMixture(means, variances, propagated.log_weights).pack()
+
+    def compute_output_shape(self, input_shape: tf.TensorShape) -> tf.TensorShape:
+        input_shape = tf.TensorShape(input_shape)
+        components = 1 if input_shape.rank == 2 else input_shape[1]
+        if components == 1 and input_shape.rank == 3:
+            components = self._resolved_num_points(training=False)
+        return tf.TensorShape([input_shape[0], components, 2 * self.units + 1])
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config.update(
+            units=self.units,
+            rule=self.rule.value,
+            num_points=self.num_points,
+            num_predict_points=self.num_predict_points,
+            seed=self.seed,
+        )
+        return config

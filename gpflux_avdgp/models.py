@@ -1,0 +1,71 @@
+"""Convenience constructor for the paper's AVDGP as a ``tf_keras.Sequential``."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence, Union
+
+import gpflow
+from gpflow.keras import tf_keras
+
+from .layers import AmortizedGPLayer, TrainableLikelihood
+from .validation import check_positive_int
+
+__all__ = ["build_avdgp"]
+
+
+def build_avdgp(
+    input_dim: int,
+    units: Sequence[int],
+    num_inducing: Union[int, Sequence[int]],
+    num_data: int,
+    likelihood: gpflow.likelihoods.Likelihood,
+    *,
+    rule: str = "ar2p",
+    num_points: Optional[int] = None,
+    **layer_kwargs,
+) -> tf_keras.Sequential:
+    """An ``Input`` then one :class:`AmortizedGPLayer` per entry of ``units``, then a
+    :class:`TrainableLikelihood`.
+
+    :param input_dim: ``D``, input features.
+    :param units: output dimension of each layer, e.g. ``[16, 4, 1]`` (the paper's regression).
+    :param num_inducing: ``M`` per layer, or one for all (paper: ``[8, 4, 4]``).
+    :param num_data: ``N``, training set size.
+    :param likelihood: GPflow likelihood; pass the same object to ``AVDGPLoss``.
+    :param rule: ``"ar1"``, ``"ar2"``, ``"ar2p"`` (default) or ``"ar2pp"`` (AR2P layers; train
+        with ``AVDGPLoss(likelihood, objective="predictive")``).
+    :param num_points: ``S`` (default 32, AR1: 1 for training).
+    :param layer_kwargs: passed to every :class:`AmortizedGPLayer` (e.g. ``whiten``,
+        ``full_rank``, ``kernel``, ``mean_function``, ``kl_convention``, ``seed``).
+    """
+    input_dim = check_positive_int("input_dim", input_dim)
+    units = list(units)
+    if not units:
+        raise ValueError("units: expected at least one layer, got []")
+    if isinstance(num_inducing, int):
+        num_inducing = [num_inducing] * len(units)
+    num_inducing = list(num_inducing)
+    if len(num_inducing) != len(units):
+        raise ValueError(
+            f"num_inducing: expected {len(units)} values (one per layer), got {len(num_inducing)}"
+        )
+    layer_rule = "ar2p" if rule == "ar2pp" else rule
+    seed = layer_kwargs.pop("seed", None)
+    layers: list[tf_keras.layers.Layer] = [
+        tf_keras.Input((input_dim,), dtype=gpflow.default_float())
+    ]
+    for index, (width, inducing) in enumerate(zip(units, num_inducing)):
+        layers.append(
+            AmortizedGPLayer(
+                width,
+                inducing,
+                num_data,
+                rule=layer_rule,
+                num_points=num_points if index == 1 else None,
+                seed=None if seed is None else seed + index,
+                name=f"gp_layer_{index + 1}",
+                **layer_kwargs,
+            )
+        )
+    layers.append(TrainableLikelihood(likelihood, name="likelihood"))
+    return tf_keras.Sequential(layers, name="avdgp")

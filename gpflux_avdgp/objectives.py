@@ -1,0 +1,126 @@
+"""Training objectives as one Keras loss: the ELBO and the predictive (AR2PP) objective.
+
+The loss returns, per datapoint, the negative data term; the layers add their KL terms with
+``add_loss`` (see :class:`~gpflux_avdgp.layers.base.KLConvention`), so ``model.fit``
+minimises ``-(ELBO / N)`` under the ``"paper"`` convention.
+
+* ``"elbo"``: ``-sum_s w_s E_{q(f_s)}[log p(y | f_s)]``; analytic for the Gaussian likelihood,
+  Gauss-Hermite quadrature for others (the GPflow likelihood's ``variational_expectations``).
+* ``"predictive"``: ``-log sum_s w_s p(y | s)`` with
+  ``log p(y | s) = sum_d log int p(y_d | f) N(f | m_sd, v_sd) df`` (for a Gaussian likelihood
+  ``sum_d log N(y_d | m_sd, v_sd + sigma^2)``): one log-sum-exp over components of the
+  log-density **summed over outputs** (the reference code's per-output log-sum-exp is wrong).
+"""
+
+from __future__ import annotations
+
+import enum
+
+import gpflow
+import tensorflow as tf
+from gpflow.keras import tf_keras
+
+from .layers.likelihood_layer import likelihood_from_config, likelihood_to_config
+from .mixture import GaussianMixture
+from .validation import check_choice
+
+__all__ = [
+    "Objective",
+    "AVDGPLoss",
+    "component_variational_expectations",
+    "component_log_density",
+    "mixture_log_density",
+]
+
+
+class Objective(str, enum.Enum):
+    """Data term of the training objective."""
+
+    ELBO = "elbo"  #: expected log-likelihood (AR1, AR2, AR2P)
+    PREDICTIVE = "predictive"  #: log predictive density (AR2PP, DSPP)
+
+
+def _targets(y_true: tf.Tensor, mixture: GaussianMixture) -> tf.Tensor:
+    """Targets as ``[B, 1, Q]`` in the mixture's dtype; ``[B]`` is read as ``[B, 1]``."""
+    y = tf.cast(y_true, mixture.means.dtype)
+    if y.shape.rank == 1:
+        y = y[:, None]
+    if y.shape.rank != 2 or (y.shape[-1] is not None and y.shape[-1] != mixture.dim):
+        raise ValueError(
+            f"y_true: expected targets of shape [batch, {mixture.dim}] to match the model's "
+            f"{mixture.dim} output(s), got shape {y_true.shape}"
+        )
+    return y[:, None, :]
+
+
+def component_variational_expectations(
+    likelihood: gpflow.likelihoods.Likelihood, mixture: GaussianMixture, y_true: tf.Tensor
+) -> tf.Tensor:
+    """``E_{q(f_s)}[log p(y | f_s)]`` summed over outputs, per component: ``[B, S]``."""
+    y = _targets(y_true, mixture)
+    return likelihood.variational_expectations(None, mixture.means, mixture.variances, y)
+
+
+def component_log_density(
+    likelihood: gpflow.likelihoods.Likelihood, mixture: GaussianMixture, y_true: tf.Tensor
+) -> tf.Tensor:
+    """``log int p(y | f) q(f_s) df`` summed over outputs, per component: ``[B, S]``."""
+    y = _targets(y_true, mixture)
+    return likelihood.predict_log_density(None, mixture.means, mixture.variances, y)
+
+
+def mixture_log_density(
+    likelihood: gpflow.likelihoods.Likelihood, mixture: GaussianMixture, y_true: tf.Tensor
+) -> tf.Tensor:
+    """Log predictive density of the mixture, ``log sum_s w_s p(y | s)``: ``[B]``."""
+    log_density = component_log_density(likelihood, mixture, y_true)  # [B, S]
+    return tf.reduce_logsumexp(mixture.log_weights + log_density, axis=-1)
+
+
+@tf_keras.utils.register_keras_serializable(package="gpflux_avdgp")
+class AVDGPLoss(tf_keras.losses.Loss):
+    """Negative per-datapoint data term of an AVDGP, for ``model.compile(loss=...)``.
+
+    ``y_pred`` is the packed mixture the model outputs (``[B, S, 2 Q + 1]``), ``y_true`` the
+    targets ``[B, Q]`` (or ``[B]`` when ``Q = 1``).
+
+    :param likelihood: the GPflow likelihood; put the same object in the model's
+        :class:`~gpflux_avdgp.TrainableLikelihood` so its parameters are trained.
+    :param objective: ``"elbo"`` (default) or ``"predictive"`` (AR2PP / DSPP), see
+        :class:`Objective`.
+    """
+
+    def __init__(
+        self,
+        likelihood: gpflow.likelihoods.Likelihood,
+        *,
+        objective: str | Objective = Objective.ELBO,
+        name: str = "avdgp_loss",
+        **kwargs,
+    ):
+        if not isinstance(likelihood, gpflow.likelihoods.Likelihood):
+            raise ValueError(f"likelihood: expected a GPflow likelihood, got {likelihood!r}")
+        super().__init__(name=name, **kwargs)
+        self.likelihood = likelihood
+        self.objective = check_choice("objective", objective, Objective)
+
+    def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
+        """:returns: per-datapoint loss ``[B]``."""
+        mixture = GaussianMixture.unpack(y_pred)
+        if self.objective is Objective.PREDICTIVE:
+            return -mixture_log_density(self.likelihood, mixture, y_true)
+        expectations = component_variational_expectations(self.likelihood, mixture, y_true)
+        return -tf.reduce_sum(mixture.weights * expectations, axis=-1)
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config.update(
+            likelihood=likelihood_to_config(self.likelihood), objective=self.objective.value
+        )
+        return config
+
+    @classmethod
+    def from_config(cls, config: dict) -> "AVDGPLoss":
+        config = dict(config)
+        config["likelihood"] = likelihood_from_config(config["likelihood"])
+        return cls(**config)

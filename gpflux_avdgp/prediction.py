@@ -1,0 +1,106 @@
+"""Predictions of a trained model as a Gaussian mixture, for latent ``f`` and targets ``y``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import gpflow
+import numpy as np
+import tensorflow as tf
+from gpflow.keras import tf_keras
+
+from .layers.likelihood_layer import TrainableLikelihood
+from .mixture import GaussianMixture, unpack_numpy
+from .objectives import mixture_log_density
+
+__all__ = ["PredictiveMixture", "predict_mixture"]
+
+
+@dataclass(frozen=True)
+class PredictiveMixture:
+    """The predictive mixture at ``N`` test inputs, as NumPy arrays.
+
+    :ivar weights: ``[N, S]`` mixture weights.
+    :ivar f_means: ``[N, S, Q]`` component means of the latent ``f``.
+    :ivar f_variances: ``[N, S, Q]`` component variances of ``f``.
+    :ivar y_means: ``[N, S, Q]`` component means of ``y`` (for Bernoulli: probabilities).
+    :ivar y_variances: ``[N, S, Q]`` component variances of ``y``.
+    :ivar likelihood: the GPflow likelihood used for ``y``.
+    """
+
+    weights: np.ndarray
+    f_means: np.ndarray
+    f_variances: np.ndarray
+    y_means: np.ndarray
+    y_variances: np.ndarray
+    likelihood: gpflow.likelihoods.Likelihood
+
+    @staticmethod
+    def _moments(weights, means, variances) -> tuple[np.ndarray, np.ndarray]:
+        mean = np.einsum("ns,nsq->nq", weights, means)
+        centred = means - mean[:, None, :]
+        return mean, np.einsum("ns,nsq->nq", weights, variances + centred**2)
+
+    def f_moments(self) -> tuple[np.ndarray, np.ndarray]:
+        """Mixture mean and total variance of ``f``, each ``[N, Q]``."""
+        return self._moments(self.weights, self.f_means, self.f_variances)
+
+    def y_moments(self) -> tuple[np.ndarray, np.ndarray]:
+        """Mixture mean and total variance of ``y``, each ``[N, Q]``."""
+        return self._moments(self.weights, self.y_means, self.y_variances)
+
+    def log_density(self, targets: np.ndarray) -> np.ndarray:
+        """``log p(y | x) = log sum_s w_s p(y | s)`` per test point, ``[N]``."""
+        mixture = GaussianMixture(
+            means=tf.constant(self.f_means),
+            variances=tf.constant(self.f_variances),
+            log_weights=tf.constant(np.log(self.weights)),
+        )
+        return mixture_log_density(self.likelihood, mixture, tf.constant(targets)).numpy()
+
+    def class_probabilities(self) -> np.ndarray:
+        """``p(y = 1 | x) = sum_s w_s Phi(m_s / sqrt(1 + v_s))`` for a Bernoulli likelihood."""
+        if not isinstance(self.likelihood, gpflow.likelihoods.Bernoulli):
+            raise ValueError(
+                "class_probabilities: needs a Bernoulli likelihood, "
+                f"the model has {type(self.likelihood).__name__}"
+            )
+        return self.y_moments()[0]
+
+
+def predict_mixture(
+    model: tf_keras.Model,
+    inputs: np.ndarray,
+    *,
+    likelihood: Optional[gpflow.likelihoods.Likelihood] = None,
+    batch_size: int = 1000,
+) -> PredictiveMixture:
+    """Predict with ``model`` (prediction mode: deterministic under AR2P).
+
+    :param model: a model whose output is a packed mixture.
+    :param inputs: ``[N, D]`` test inputs.
+    :param likelihood: defaults to the model's last layer's, if it is a
+        :class:`~gpflux_avdgp.TrainableLikelihood`.
+    :param batch_size: inputs per forward pass.
+    """
+    if likelihood is None:
+        last = model.layers[-1] if model.layers else None
+        if not isinstance(last, TrainableLikelihood):
+            raise ValueError(
+                "likelihood: the model does not end in a TrainableLikelihood layer; pass it"
+            )
+        likelihood = last.likelihood
+    packed = model.predict(inputs, batch_size=batch_size, verbose=0)
+    means, variances, log_weights = unpack_numpy(packed)
+    y_means, y_variances = likelihood.predict_mean_and_var(
+        None, tf.constant(means), tf.constant(variances)
+    )
+    return PredictiveMixture(
+        weights=np.exp(log_weights),
+        f_means=means,
+        f_variances=variances,
+        y_means=np.asarray(y_means),
+        y_variances=np.asarray(y_variances),
+        likelihood=likelihood,
+    )

@@ -1,0 +1,108 @@
+"""Amortization rules: from the previous layer's mixture to this layer's locations and inputs.
+
+Given the previous layer's mixture (means ``m_s``, variances ``v_s``, weights ``w_s``,
+``[B, S, D]``), a rule produces
+
+* the locations ``F`` ``[B, S, D]`` at which this layer's GP is evaluated, and
+* the amortization input ``h`` from which the inference function makes ``Z`` and ``q(u)``:
+  ``[B, D]`` (one set of inducing variables per datapoint) or ``[B, S, D]`` (AR1: one per
+  sample).
+
+==========  ===============================  ==========================
+rule        ``F``                            ``h``
+==========  ===============================  ==========================
+``ar1``     ``m_s + eps_s sqrt(v_s)``        ``F_s``
+``ar2``     ``m_s + eps_s sqrt(v_s)``        ``sum_s w_s m_s`` (= mean)
+``ar2p``    ``m_s + xi_s sqrt(v_s)``         ``sum_s w_s m_s``
+==========  ===============================  ==========================
+
+``eps`` is drawn independently for every datapoint, component and dimension. When the input
+mixture has one component (the output of the first layer) it is expanded to ``S`` components;
+otherwise component ``s`` feeds component ``s`` (paired propagation, as in DSPP). A
+deterministic input (rank-2 tensor) is used as is: ``F = h = x`` with one component, which is
+what every rule reduces to at zero variance (the paper's consistency with the first layer).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import NamedTuple, Optional
+
+import numpy as np
+import tensorflow as tf
+
+from .mixture import GaussianMixture
+
+__all__ = ["PropagationRule", "Propagated", "propagate"]
+
+
+class PropagationRule(str, enum.Enum):
+    """How uncertainty and amortization inputs pass from one layer to the next."""
+
+    AR1 = "ar1"  #: Monte Carlo samples; each sample has its own inducing variables.
+    AR2 = "ar2"  #: Monte Carlo samples; inducing variables from the mixture mean.
+    AR2P = "ar2p"  #: learnable sigma points and weights (deterministic).
+
+    @property
+    def is_sampled(self) -> bool:
+        return self is not PropagationRule.AR2P
+
+
+class Propagated(NamedTuple):
+    """What a GP layer consumes."""
+
+    locations: tf.Tensor  #: ``F``, ``[B, S, D]``
+    amortization_input: tf.Tensor  #: ``h``, ``[B, D]``, or ``[B, S, D]`` under AR1
+    log_weights: tf.Tensor  #: ``[B, S]``
+
+
+def propagate(
+    mixture: GaussianMixture,
+    rule: PropagationRule,
+    *,
+    num_points: int,
+    sigma_points: Optional[tf.Tensor] = None,
+    log_weights: Optional[tf.Tensor] = None,
+    seed: Optional[int] = None,
+) -> Propagated:
+    """Apply ``rule`` to a (non-deterministic) input mixture.
+
+    :param mixture: previous layer's output, ``S_in`` components of dimension ``D``.
+    :param rule: the amortization rule.
+    :param num_points: ``S``, components to produce when ``S_in == 1``; otherwise ``S_in``
+        must equal ``num_points`` for AR2P, and ``S = S_in`` for the sampled rules.
+    :param sigma_points: ``xi``, ``[S, D]``; required by AR2P.
+    :param log_weights: ``[S]`` normalised log weights for an expanded mixture under AR2P (the
+        model's shared ``omega``); ignored when the input already has ``S`` components, whose
+        weights are kept.
+    :param seed: op seed for the Monte Carlo draws.
+    """
+    means, variances = mixture.means, mixture.variances  # [B, S_in, D]
+    num_in = means.shape[1]
+    expand = num_in == 1
+    if rule is PropagationRule.AR2P:
+        if sigma_points is None:
+            raise ValueError("sigma_points: required by rule 'ar2p'")
+        scale_draws = sigma_points[None, :, :]  # [1, S, D]
+    else:
+        batch = tf.shape(means)[0]
+        count = num_points if expand else tf.shape(means)[1]
+        shape = tf.stack([batch, count, tf.shape(means)[2]])
+        scale_draws = tf.random.normal(shape, dtype=means.dtype, seed=seed)  # [B, S, D]
+    locations = means + scale_draws * tf.sqrt(tf.maximum(variances, 0.0))  # [B, S, D]
+    batch_ones = tf.ones_like(locations[..., 0])  # [B, S]
+
+    if not expand:
+        out_log_weights = mixture.log_weights * tf.ones_like(batch_ones)
+    elif rule is PropagationRule.AR2P:
+        if log_weights is None:
+            raise ValueError("log_weights: required by rule 'ar2p' when expanding a mixture")
+        out_log_weights = log_weights[None, :] * batch_ones
+    else:
+        out_log_weights = -np.log(num_points) * batch_ones
+
+    if rule is PropagationRule.AR1:
+        amortization_input = locations
+    else:
+        amortization_input = mixture.mean()  # [B, D]
+    return Propagated(locations, amortization_input, out_log_weights)

@@ -1,0 +1,44 @@
+"""Packaging for gpflux_avdgp."""
+
+import os
+
+from setuptools import find_packages, setup
+
+HERE = os.path.abspath(os.path.dirname(__file__))
+README_PATH = os.path.join(HERE, "README.md")
+
+if os.path.exists(README_PATH):
+    with open(README_PATH, encoding="utf-8") as f:
+        LONG_DESCRIPTION = f.read()
+else:
+    LONG_DESCRIPTION = ""
+
+setup(
+    name="gpflux_avdgp",
+    version="0.1.0",
+    description=(
+        "Amortized variational inference for deep Gaussian processes "
+        "as GPflux-style Keras layers"
+    ),
+    long_description=LONG_DESCRIPTION,
+    long_description_content_type="text/markdown",
+    python_requires=">=3.11,<3.12",
+    packages=find_packages(include=["gpflux_avdgp", "gpflux_avdgp.*"]),
+    install_requires=[
+        "tensorflow>=2.21,<2.22",
+        "tf-keras>=2.21,<2.22",
+        "tensorflow-probability>=0.25,<0.26",
+        "gpflow==2.11.2",
+        "gpflux==0.4.5",
+        "numpy>=1.26,<2",
+        "check_shapes>=1.1,<2",
+    ],
+    extras_require={
+        "test": ["pytest>=8", "scoringrules>=0.10"],
+        "docs": ["sphinx>=8", "myst-parser>=4"],
+    },
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Programming Language :: Python :: 3.11",
+    ],
+)
