@@ -135,6 +135,10 @@ class AmortizedGPLayer(MixtureLayer):
         )
         self.inference.build((None, self.input_dim))
 
+    def _gpflow_modules(self) -> list[tf.Module]:
+        modules = [self.kernel]
+        return modules if self.mean_function is None else modules + [self.mean_function]
+
     def _mean_at(self, points: tf.Tensor) -> tf.Tensor:
         """``m(points)`` broadcastable to ``[..., Q]``; zero if there is no mean function."""
         if self.mean_function is None:

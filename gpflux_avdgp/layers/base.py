@@ -19,6 +19,7 @@ from gpflow.keras import tf_keras
 from ..mixture import GaussianMixture, mixture_width_to_dim, to_mixture
 from ..propagation import Propagated, PropagationRule, propagate
 from ..validation import check_choice, check_optional_positive_int, check_positive_int
+from .module_state import GPflowModuleState
 
 __all__ = ["KLConvention", "MixtureLayer", "DEFAULT_NUM_POINTS"]
 
@@ -39,7 +40,7 @@ class KLConvention(str, enum.Enum):
     PER_POINT = "per_point"
 
 
-class MixtureLayer(tf_keras.layers.Layer):
+class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer):
     """A GP layer whose input and output are packed mixtures (see :mod:`gpflux_avdgp.mixture`).
 
     Subclasses implement :meth:`_components`, mapping the propagated locations to the

@@ -6,11 +6,13 @@ import gpflow
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
+from .module_state import GPflowModuleState
+
 __all__ = ["TrainableLikelihood"]
 
 
 @tf_keras.utils.register_keras_serializable(package="gpflux_avdgp")
-class TrainableLikelihood(tf_keras.layers.Layer):
+class TrainableLikelihood(GPflowModuleState, tf_keras.layers.Layer):
     """Last layer of an AVDGP ``Sequential``: returns its input and owns the likelihood.
 
     A Keras loss is not part of the model, so the likelihood's parameters (e.g. the Gaussian
@@ -27,6 +29,9 @@ class TrainableLikelihood(tf_keras.layers.Layer):
         kwargs.setdefault("dtype", gpflow.default_float())
         super().__init__(**kwargs)
         self.likelihood = likelihood
+
+    def _gpflow_modules(self) -> list[tf.Module]:
+        return [self.likelihood]
 
     def call(self, inputs: tf.Tensor) -> tf.Tensor:
         """:returns: ``inputs`` unchanged (a packed mixture)."""

@@ -1,0 +1,45 @@
+"""Save GPflow parameters held by a layer in the ``.keras`` weights store.
+
+``tf_keras``' ``.keras`` format stores only the variables a layer created with ``add_weight``
+(and recurses into sub-layers), so GPflow modules held as attributes (kernels, mean functions,
+likelihoods) would silently reload at their initial values. Layers that hold such modules mix
+this in and list them in :meth:`_gpflow_modules`.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+__all__ = ["GPflowModuleState"]
+
+
+class GPflowModuleState:
+    """Mixin for ``tf_keras`` layers: append GPflow module variables to the layer's state."""
+
+    def _gpflow_modules(self) -> list[tf.Module]:
+        """The GPflow modules whose variables belong to this layer's saved state."""
+        return []
+
+    def _state_variables(self) -> list[tf.Variable]:
+        own = list(self._trainable_weights) + list(self._non_trainable_weights)
+        seen = {id(v) for v in own}
+        for module in self._gpflow_modules():
+            for variable in module.variables:  # deterministic (sorted by attribute) order
+                if id(variable) not in seen:
+                    seen.add(id(variable))
+                    own.append(variable)
+        return own
+
+    def save_own_variables(self, store) -> None:
+        for index, variable in enumerate(self._state_variables()):
+            store[f"{index}"] = variable.numpy()
+
+    def load_own_variables(self, store) -> None:
+        variables = self._state_variables()
+        if len(store.keys()) != len(variables):
+            raise ValueError(
+                f"{self.name}: the saved state has {len(store.keys())} variables, the layer has "
+                f"{len(variables)}; the file does not match this model's configuration"
+            )
+        for index, variable in enumerate(variables):
+            variable.assign(store[f"{index}"])
