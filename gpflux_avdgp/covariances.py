@@ -53,8 +53,9 @@ def pointwise_covariances(
         kff = kernel.K_diag(f_sliced)
         return kuu, kuf, kff
     num_inducing = tf.shape(inducing)[-2]
-    joint = kernel.K(tf.concat([inducing, locations], axis=-2))  # [..., M + P, M + P]
+    # kernel(...) (not kernel.K) slices active_dims, also inside Sum/Product kernels
+    joint = kernel(tf.concat([inducing, locations], axis=-2))  # [..., M + P, M + P]
     kuu = joint[..., :num_inducing, :num_inducing]
     kuf = joint[..., :num_inducing, num_inducing:]
-    kff = kernel.K_diag(locations)
+    kff = kernel(locations, full_cov=False)
     return kuu, kuf, kff

@@ -222,8 +222,9 @@ class AffineInference(_InferenceBase):
             name="scale_network",
             seed=self._seed(5),
         )
-        self.mean_network.build((None, dim))
-        self.scale_network.build((None, dim))
+        # build on a typed Input: .build((None, dim)) makes a float32 Input that rounds h
+        self.mean_network(tf_keras.Input((dim,), dtype=self.dtype))
+        self.scale_network(tf_keras.Input((dim,), dtype=self.dtype))
         super().build(input_shape)
 
     def call(self, inputs: tf.Tensor) -> AmortizedParameters:
@@ -264,7 +265,7 @@ class MLPInference(_InferenceBase):
             name="network",
             seed=self._seed(2),
         )
-        self.network.build((None, dim))
+        self.network(tf_keras.Input((dim,), dtype=self.dtype))
         super().build(input_shape)
 
     def call(self, inputs: tf.Tensor) -> AmortizedParameters:

@@ -1,0 +1,156 @@
+"""``pointwise_covariances`` against NumPy loops over datapoints and inducing points."""
+
+import gpflow
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from gpflux_avdgp import pointwise_covariances
+
+import reference  # tests/ has no __init__.py: pytest puts it on sys.path
+
+RTOL = ATOL = 1e-8
+B, M, P, D = 4, 3, 2, 3
+
+
+def _inputs(rng):
+    inducing = rng.normal(size=(B, M, D))
+    locations = rng.normal(size=(B, P, D))
+    return inducing, locations
+
+
+def _assert_blocks(actual, expected):
+    for name, act, exp in zip(("Kuu", "Kuf", "kff"), actual, expected):
+        np.testing.assert_allclose(act.numpy(), exp, rtol=RTOL, atol=ATOL, err_msg=name)
+
+
+KERNEL_CASES = {
+    "matern52_isotropic": (
+        lambda: gpflow.kernels.Matern52(variance=1.7, lengthscales=0.8),
+        lambda: reference.matern52(1.7, 0.8),
+    ),
+    "matern52_ard": (
+        lambda: gpflow.kernels.Matern52(variance=0.6, lengthscales=[0.5, 1.3, 2.1]),
+        lambda: reference.matern52(0.6, [0.5, 1.3, 2.1]),
+    ),
+    "squared_exponential_isotropic": (
+        lambda: gpflow.kernels.SquaredExponential(variance=2.3, lengthscales=1.4),
+        lambda: reference.squared_exponential(2.3, 1.4),
+    ),
+    "squared_exponential_ard": (
+        lambda: gpflow.kernels.SquaredExponential(variance=0.9, lengthscales=[0.7, 1.1, 0.4]),
+        lambda: reference.squared_exponential(0.9, [0.7, 1.1, 0.4]),
+    ),
+    "linear": (
+        lambda: gpflow.kernels.Linear(variance=0.8),
+        lambda: reference.linear(0.8),
+    ),
+    "linear_ard": (
+        lambda: gpflow.kernels.Linear(variance=[0.3, 1.2, 2.0]),
+        lambda: reference.linear([0.3, 1.2, 2.0]),
+    ),
+    "polynomial": (
+        lambda: gpflow.kernels.Polynomial(degree=3.0, variance=0.7, offset=1.5),
+        lambda: reference.polynomial(0.7, 1.5, 3.0),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(KERNEL_CASES))
+def test_pointwise_covariances_match_loops(rng, case):
+    make_kernel, make_reference = KERNEL_CASES[case]
+    inducing, locations = _inputs(rng)
+    actual = pointwise_covariances(make_kernel(), inducing, locations)
+    expected = reference.pointwise_covariances(make_reference(), inducing, locations)
+    _assert_blocks(actual, expected)
+
+
+def _matern_on_dim1_plus_linear_on_dims02():
+    matern, lin = reference.matern52(1.2, 0.9), reference.linear(0.5, active_dims=[0, 2])
+    return lambda x, y: matern(x[1:2], y[1:2]) + lin(x, y)
+
+
+def _matern_ard_on_dims02():
+    matern = reference.matern52(0.8, [0.6, 1.4])
+    return lambda x, y: matern(x[[0, 2]], y[[0, 2]])
+
+
+ACTIVE_DIMS_CASES = {
+    "matern52_ard": (
+        lambda: gpflow.kernels.Matern52(variance=0.8, lengthscales=[0.6, 1.4], active_dims=[0, 2]),
+        _matern_ard_on_dims02,
+    ),
+    "linear": (
+        lambda: gpflow.kernels.Linear(variance=1.1, active_dims=[0, 2]),
+        lambda: reference.linear(1.1, active_dims=[0, 2]),
+    ),
+    "sum": (
+        lambda: gpflow.kernels.Matern52(variance=1.2, lengthscales=0.9, active_dims=[1])
+        + gpflow.kernels.Linear(variance=0.5, active_dims=[0, 2]),
+        _matern_on_dim1_plus_linear_on_dims02,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ACTIVE_DIMS_CASES))
+def test_kernel_active_dims_are_respected(rng, case):
+    """Both paths must slice the active dimensions like ``kernel(X)`` does."""
+    make_kernel, make_reference = ACTIVE_DIMS_CASES[case]
+    inducing, locations = _inputs(rng)
+    actual = pointwise_covariances(make_kernel(), inducing, locations)
+    expected = reference.pointwise_covariances(make_reference(), inducing, locations)
+    _assert_blocks(actual, expected)
+
+
+def test_sum_of_stationary_and_linear_uses_fallback(rng):
+    inducing, locations = _inputs(rng)
+    kernel = gpflow.kernels.Matern52(variance=1.2, lengthscales=0.9) + gpflow.kernels.Linear(
+        variance=0.4
+    )
+    matern, lin = reference.matern52(1.2, 0.9), reference.linear(0.4)
+    actual = pointwise_covariances(kernel, inducing, locations)
+    expected = reference.pointwise_covariances(
+        lambda x, y: matern(x, y) + lin(x, y), inducing, locations
+    )
+    _assert_blocks(actual, expected)
+
+
+@pytest.mark.parametrize(
+    "kernel",
+    [gpflow.kernels.Matern52(lengthscales=[1.0, 2.0, 0.5]), gpflow.kernels.Polynomial()],
+    ids=["stationary", "fallback"],
+)
+def test_shapes_are_per_datapoint(rng, kernel):
+    """No all-pairs blocks: ``[B, M, M]``, ``[B, M, P]``, ``[B, P]``, each the diagonal block."""
+    inducing, locations = _inputs(rng)
+    kuu, kuf, kff = pointwise_covariances(kernel, inducing, locations)
+    assert kuu.shape == (B, M, M)
+    assert kuf.shape == (B, M, P)
+    assert kff.shape == (B, P)
+    for b in range(B):
+        np.testing.assert_allclose(kuu[b], kernel(inducing[b]), rtol=RTOL, atol=ATOL)
+        np.testing.assert_allclose(kuf[b], kernel(inducing[b], locations[b]), rtol=RTOL, atol=ATOL)
+        np.testing.assert_allclose(
+            kff[b], kernel(locations[b], full_cov=False), rtol=RTOL, atol=ATOL
+        )
+
+
+def test_extra_batch_dimensions(rng):
+    """``[S, B, ...]`` leading dimensions broadcast like one batch."""
+    inducing = rng.normal(size=(2, B, M, D))
+    locations = rng.normal(size=(2, B, P, D))
+    kernel = gpflow.kernels.Matern52(variance=1.3, lengthscales=0.7)
+    kuu, kuf, kff = pointwise_covariances(kernel, inducing, locations)
+    assert kuu.shape == (2, B, M, M) and kuf.shape == (2, B, M, P) and kff.shape == (2, B, P)
+    flat = reference.pointwise_covariances(
+        reference.matern52(1.3, 0.7),
+        inducing.reshape(-1, M, D),
+        locations.reshape(-1, P, D),
+    )
+    np.testing.assert_allclose(kuf.numpy().reshape(-1, M, P), flat[1], rtol=RTOL, atol=ATOL)
+
+
+def test_dtype_is_preserved(rng):
+    inducing, locations = _inputs(rng)
+    outs = pointwise_covariances(gpflow.kernels.Matern52(), inducing, locations)
+    assert all(out.dtype == tf.float64 for out in outs)
