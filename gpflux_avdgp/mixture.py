@@ -64,6 +64,7 @@ class GaussianMixture:
     @classmethod
     def unpack(cls, packed: tf.Tensor) -> "GaussianMixture":
         """Decode a packed tensor ``[B, S, 2 D + 1]`` (see module docstring)."""
+        packed = tf.convert_to_tensor(packed)
         if packed.shape.rank != 3:
             raise ValueError(
                 f"packed mixture: expected rank 3 [B, S, 2 * D + 1], got shape {packed.shape}"
@@ -108,6 +109,7 @@ def to_mixture(inputs: tf.Tensor) -> GaussianMixture:
 
     :raises ValueError: for any other rank.
     """
+    inputs = tf.convert_to_tensor(inputs)
     rank = inputs.shape.rank
     if rank == 2:
         return GaussianMixture.deterministic(inputs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Optional, Sequence, Union
 
 import gpflow
+import numpy as np
 from gpflow.keras import tf_keras
 
 from .layers import AmortizedGPLayer, TrainableLikelihood
@@ -39,11 +40,13 @@ def build_avdgp(
         ``full_rank``, ``kernel``, ``mean_function``, ``kl_convention``, ``seed``).
     """
     input_dim = check_positive_int("input_dim", input_dim)
+    if np.ndim(units) != 1:
+        raise ValueError(f"units: expected a list of output dimensions, got {units!r}")
     units = list(units)
     if not units:
         raise ValueError("units: expected at least one layer, got []")
-    if isinstance(num_inducing, int):
-        num_inducing = [num_inducing] * len(units)
+    if np.ndim(num_inducing) == 0:
+        num_inducing = [num_inducing] * len(units)  # each layer validates it
     num_inducing = list(num_inducing)
     if len(num_inducing) != len(units):
         raise ValueError(

@@ -50,6 +50,11 @@ def _targets(y_true: tf.Tensor, mixture: GaussianMixture) -> tf.Tensor:
             f"y_true: expected targets of shape [batch, {mixture.dim}] to match the model's "
             f"{mixture.dim} output(s), got shape {y_true.shape}"
         )
+    batch, pred_batch = y.shape[0], mixture.means.shape[0]
+    if batch is not None and pred_batch is not None and batch != pred_batch:
+        raise ValueError(
+            f"y_true: expected {pred_batch} rows to match y_pred, got shape {y_true.shape}"
+        )
     return y[:, None, :]
 
 

@@ -91,6 +91,11 @@ def predict_mixture(
                 "likelihood: the model does not end in a TrainableLikelihood layer; pass it"
             )
         likelihood = last.likelihood
+    # Keras casts NumPy float inputs to floatx() (float32) in predict; pass a tensor in the
+    # model's dtype so float64 models see float64 inputs.
+    model_inputs = getattr(model, "inputs", None)
+    dtype = model_inputs[0].dtype if model_inputs else gpflow.default_float()
+    inputs = tf.convert_to_tensor(inputs, dtype=dtype)
     packed = model.predict(inputs, batch_size=batch_size, verbose=0)
     means, variances, log_weights = unpack_numpy(packed)
     y_means, y_variances = likelihood.predict_mean_and_var(

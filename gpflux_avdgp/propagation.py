@@ -32,6 +32,7 @@ import numpy as np
 import tensorflow as tf
 
 from .mixture import GaussianMixture
+from .validation import check_choice, check_positive_int
 
 __all__ = ["PropagationRule", "Propagated", "propagate"]
 
@@ -77,6 +78,8 @@ def propagate(
         weights are kept.
     :param seed: op seed for the Monte Carlo draws.
     """
+    rule = check_choice("rule", rule, PropagationRule)
+    num_points = check_positive_int("num_points", num_points)
     means, variances = mixture.means, mixture.variances  # [B, S_in, D]
     num_in = means.shape[1]
     expand = num_in == 1

@@ -103,7 +103,10 @@ class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer):
         elif rank == 3:
             self.input_dim = mixture_width_to_dim(int(input_shape[-1]))
             self.input_components = input_shape[1]
-            self.input_spec = tf_keras.layers.InputSpec(ndim=3, axes={-1: int(input_shape[-1])})
+            axes = {-1: int(input_shape[-1])}
+            if self.rule is PropagationRule.AR2P and self.input_components is not None:
+                axes[1] = int(self.input_components)  # the sigma points fix the components
+            self.input_spec = tf_keras.layers.InputSpec(ndim=3, axes=axes)
         else:
             raise ValueError(
                 f"{self.name}: expected input of rank 2 [batch, features] or a rank-3 packed "
