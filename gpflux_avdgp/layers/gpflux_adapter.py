@@ -25,7 +25,9 @@ class SigmaPointGPLayer(MixtureLayer):
     with :class:`~gpflux_avdgp.AmortizedGPLayer`. A GPflux ``GPLayer`` used unwrapped *in front
     of* an amortized layer also works: its sample ``[B, Q]`` is read as a deterministic input.
 
-    The layer adds ``KL[q(u) || p(u)] / num_data`` of the wrapped layer with ``add_loss``.
+    The layer adds ``(KL[q(u) || p(u)] - log p(kernel hyperparameters)) / num_data`` of the
+    wrapped layer with ``add_loss``, like GPflux's own ``GPLayer`` (the log prior is zero for
+    parameters without priors).
 
     :param gp_layer: the GPflux layer; its ``num_data`` scales the KL.
     :param rule: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
@@ -64,7 +66,13 @@ class SigmaPointGPLayer(MixtureLayer):
         flat = tf.reshape(locations, [-1, self.input_dim])  # [B S, D]
         mean, var = self.gp_layer.predict(flat, full_cov=False, full_output_cov=False)
         out_shape = tf.stack([shape[0], shape[1], self.units])
-        loss_term = self.gp_layer.prior_kl() / tf.cast(self.gp_layer.num_data, mean.dtype)
+        log_prior = tf.add_n(
+            [tf.zeros([], mean.dtype)]
+            + [p.log_prior_density() for p in self.gp_layer.kernel.trainable_parameters]
+        )
+        loss_term = (self.gp_layer.prior_kl() - log_prior) / tf.cast(
+            self.gp_layer.num_data, mean.dtype
+        )
         return tf.reshape(mean, out_shape), tf.reshape(var, out_shape), loss_term
 
     def get_config(self) -> dict:
