@@ -7,8 +7,8 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # silence TensorFlow start-up logs
 
-import numpy as np  # noqa: E402
 import gpflow  # noqa: E402
+import numpy as np  # noqa: E402
 from gpflow.keras import tf_keras  # noqa: E402
 
 import gpflux_avdgp  # noqa: E402

@@ -56,8 +56,13 @@ def main() -> None:
     tf_keras.utils.set_random_seed(args.seed)
     likelihood = gpflow.likelihoods.Gaussian(variance=0.1)
     model = gpflux_avdgp.build_avdgp(
-        x.shape[1], [16, 4, 1], [8, 4, 4], len(x_train), likelihood,
-        rule=args.rule, seed=args.seed,
+        x.shape[1],
+        [16, 4, 1],
+        [8, 4, 4],
+        len(x_train),
+        likelihood,
+        rule=args.rule,
+        seed=args.seed,
     )
     objective = "predictive" if args.rule == "ar2pp" else "elbo"
     model.compile(

@@ -44,7 +44,9 @@ def pointwise_covariances(
     :returns: ``Kuu`` ``[batch..., M, M]`` (no jitter), ``Kuf`` ``[batch..., M, P]`` and the
         prior variances ``kff`` ``[batch..., P]``.
     """
-    if isinstance(kernel, (gpflow.kernels.IsotropicStationary, gpflow.kernels.AnisotropicStationary)):
+    if isinstance(
+        kernel, (gpflow.kernels.IsotropicStationary, gpflow.kernels.AnisotropicStationary)
+    ):
         z_sliced, f_sliced = kernel.slice(inducing, locations)
         z_scaled = kernel.scale(z_sliced)  # [..., M, D]
         f_scaled = kernel.scale(f_sliced)  # [..., P, D]

@@ -332,7 +332,7 @@ def logsumexp(values: Sequence[float]) -> float:
 
 
 def mixture_moments(weights: np.ndarray, means: np.ndarray, variances: np.ndarray):
-    """Law of total variance per datapoint: ``mean = sum w m``, ``var = sum w (v + m^2) - mean^2``."""
+    """Law of total variance: ``mean = sum w m``, ``var = sum w (v + m^2) - mean^2``."""
     batch, num_points, dim = means.shape
     mean = np.zeros((batch, dim))
     var = np.zeros((batch, dim))

@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
+import reference  # tests/ has no __init__.py: pytest puts it on sys.path
 import tensorflow as tf
 
-import reference  # tests/ has no __init__.py: pytest puts it on sys.path
 from gpflux_avdgp import amortized_conditional, amortized_kl
 
 RTOL = ATOL = 1e-8

@@ -3,11 +3,10 @@
 import gpflow
 import numpy as np
 import pytest
+import reference  # tests/ has no __init__.py: pytest puts it on sys.path
 import tensorflow as tf
 
 from gpflux_avdgp import pointwise_covariances
-
-import reference  # tests/ has no __init__.py: pytest puts it on sys.path
 
 RTOL = ATOL = 1e-8
 B, M, P, D = 4, 3, 2, 3

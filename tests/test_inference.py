@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
+import reference  # tests/ has no __init__.py: pytest puts it on sys.path
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-import reference  # tests/ has no __init__.py: pytest puts it on sys.path
 from gpflux_avdgp import AffineInference, MLPInference
 
 RTOL = ATOL = 1e-8
@@ -112,8 +112,8 @@ def test_affine_hidden_width_is_min_of_in_and_out(rng, dim, m, q, full_rank):
         dense = _dense_weights(network)
         assert [w.shape[1] for w, _ in dense] == [min(dim, out)] * 2 + [out]
         assert dense[0][0].shape[0] == dim
-        leaky = [l for l in network.layers if isinstance(l, tf_keras.layers.LeakyReLU)]
-        assert len(leaky) == 2 and all(np.isclose(float(l.alpha), 0.2) for l in leaky)
+        leaky = [layer for layer in network.layers if isinstance(layer, tf_keras.layers.LeakyReLU)]
+        assert len(leaky) == 2 and all(np.isclose(float(act.alpha), 0.2) for act in leaky)
 
 
 @pytest.mark.parametrize("full_rank, hidden_layers", CASES, ids=IDS)

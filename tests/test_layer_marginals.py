@@ -3,9 +3,9 @@
 import gpflow
 import numpy as np
 import pytest
+import reference  # tests/ has no __init__.py: pytest puts it on sys.path
 import tensorflow as tf
 
-import reference  # tests/ has no __init__.py: pytest puts it on sys.path
 from gpflux_avdgp import AmortizedGPLayer
 from gpflux_avdgp.mixture import unpack_numpy
 

@@ -3,11 +3,11 @@
 import gpflow
 import numpy as np
 import pytest
+import reference  # tests/ has no __init__.py: pytest puts it on sys.path
 import tensorflow as tf
 from gpflow.keras import tf_keras
 from scipy import stats
 
-import reference  # tests/ has no __init__.py: pytest puts it on sys.path
 from gpflux_avdgp import AmortizedGPLayer, GaussianMixture, PropagationRule, propagate
 from gpflux_avdgp.mixture import unpack_numpy
 

@@ -12,11 +12,21 @@ from gpflow.keras import tf_keras
 from ..conditionals import amortized_conditional, amortized_kl
 from ..covariances import pointwise_covariances
 from ..inference import AffineInference, MLPInference
-from ..kernels import KernelArg, MeanFunctionArg, kernel_spec, make_kernel, make_mean_function
-from ..kernels import mean_function_spec
+from ..kernels import (
+    KernelArg,
+    MeanFunctionArg,
+    kernel_spec,
+    make_kernel,
+    make_mean_function,
+    mean_function_spec,
+)
 from ..propagation import Propagated, PropagationRule
-from ..validation import check_choice, check_nonnegative_int, check_optional_positive_int
-from ..validation import check_positive_int
+from ..validation import (
+    check_choice,
+    check_nonnegative_int,
+    check_optional_positive_int,
+    check_positive_int,
+)
 from .base import KLConvention, MixtureLayer
 
 __all__ = ["AmortizedGPLayer", "InferenceKind"]
@@ -130,9 +140,7 @@ class AmortizedGPLayer(MixtureLayer):
     def build(self, input_shape: tf.TensorShape) -> None:
         super().build(input_shape)
         self.kernel = make_kernel(self._kernel_arg, self.input_dim, ard=self.ard)
-        self.mean_function = make_mean_function(
-            self._mean_function_arg, self.input_dim, self.units
-        )
+        self.mean_function = make_mean_function(self._mean_function_arg, self.input_dim, self.units)
         self.inference.build((None, self.input_dim))
 
     def _gpflow_modules(self) -> list[tf.Module]:

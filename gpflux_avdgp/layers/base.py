@@ -172,9 +172,7 @@ class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer):
                 log_weights=tf.zeros_like(inputs[:, :1]),
             )
         mixture = to_mixture(inputs)
-        log_weights = (
-            None if self.weight_logits is None else tf.nn.log_softmax(self.weight_logits)
-        )
+        log_weights = None if self.weight_logits is None else tf.nn.log_softmax(self.weight_logits)
         return propagate(
             mixture,
             self.rule,
