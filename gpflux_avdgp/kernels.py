@@ -72,7 +72,11 @@ def make_mean_function(
 
 
 def mean_function_spec(mean_function: MeanFunctionArg) -> Optional[str]:
-    """The name that rebuilds ``mean_function``, or ``None`` for zero."""
+    """The name that rebuilds ``mean_function``, or ``None`` for zero.
+
+    :raises NotImplementedError: for a GPflow mean function that no name rebuilds (saving it
+        as zero would silently change the model).
+    """
     if mean_function is None or mean_function == "zero":
         return None
     if isinstance(mean_function, str):
@@ -81,4 +85,7 @@ def mean_function_spec(mean_function: MeanFunctionArg) -> Optional[str]:
         return "linear"
     if type(mean_function) is gpflow.mean_functions.Zero:
         return None
-    return None
+    raise NotImplementedError(
+        f"mean_function: {type(mean_function).__name__} cannot be saved by name; "
+        "use None, 'zero' or 'linear'"
+    )

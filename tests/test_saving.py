@@ -32,3 +32,29 @@ def test_round_trip_predicts_identically(tmp_path, rng, suffix):
     assert reloaded_likelihood.variance.numpy() == likelihood.variance.numpy()
     kernel, reloaded_kernel = model.layers[0].kernel, reloaded.layers[0].kernel
     assert reloaded_kernel.lengthscales.numpy() == kernel.lengthscales.numpy()
+
+
+def test_config_refuses_components_it_cannot_rebuild():
+    """A layer never saves an unknown kernel or mean function as something else."""
+    custom_mean = gpflux_avdgp.AmortizedGPLayer(
+        1, 2, 10, mean_function=gpflow.mean_functions.Constant(np.zeros(1))
+    )
+    custom_mean(np.zeros((3, 2)))
+    with pytest.raises(NotImplementedError, match="mean_function: Constant"):
+        custom_mean.get_config()
+
+    custom_kernel = gpflux_avdgp.AmortizedGPLayer(1, 2, 10, kernel=gpflow.kernels.Linear())
+    custom_kernel(np.zeros((3, 2)))
+    with pytest.raises(NotImplementedError, match="kernel Linear cannot be saved"):
+        custom_kernel.get_config()
+
+    named = gpflux_avdgp.AmortizedGPLayer(
+        1, 2, 10, kernel=gpflow.kernels.Matern32(lengthscales=np.ones(2)), mean_function="linear"
+    )
+    named(np.zeros((3, 2)))
+    config = named.get_config()
+    assert (config["kernel"], config["ard"], config["mean_function"]) == (
+        "matern32",
+        True,
+        "linear",
+    )

@@ -13,6 +13,7 @@ from ..conditionals import amortized_conditional, amortized_kl
 from ..covariances import pointwise_covariances
 from ..inference import AffineInference, MLPInference
 from ..kernels import (
+    KERNELS,
     KernelArg,
     MeanFunctionArg,
     kernel_spec,
@@ -192,7 +193,7 @@ class AmortizedGPLayer(MixtureLayer):
         if kernel_name is None:
             raise NotImplementedError(
                 f"{self.name}: kernel {type(self._kernel_arg).__name__} cannot be saved by name;"
-                f" use one of {sorted(__import__('gpflux_avdgp').kernels.KERNELS)}"
+                f" use one of {sorted(KERNELS)}"
             )
         if isinstance(self._kernel_arg, gpflow.kernels.Stationary):
             ard = bool(self._kernel_arg.ard)
