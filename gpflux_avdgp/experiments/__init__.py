@@ -1,0 +1,1 @@
+"""Experiment harness: data, models, training, benchmarks, plots."""
