@@ -5,6 +5,10 @@ deep GP is a ``tf_keras.Sequential`` trained with ``model.fit`` and
 :class:`~gpflux_avdgp.AVDGPLoss`.
 """
 
+from ._quiet_tensorflow import import_tensorflow_quietly
+
+import_tensorflow_quietly()
+
 from . import kernels
 from .conditionals import amortized_conditional, amortized_kl
 from .covariances import pointwise_covariances
