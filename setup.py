@@ -32,7 +32,9 @@ setup(
         "gpflux==0.4.5",
         "numpy>=1.26,<2",
         "check_shapes>=1.1,<2",
+        "matplotlib>=3.8,<3.11",
     ],
+    entry_points={"console_scripts": ["avdgp = gpflux_avdgp.cli:main"]},
     extras_require={
         "test": ["pytest>=8", "scoringrules>=0.10"],
         "docs": ["sphinx>=8", "myst-parser>=4"],

@@ -1,0 +1,316 @@
+"""``avdgp bench``: the paper's regression protocol over data sets, models and seeds.
+
+For each data set and seed: a random 8:1:1 train/validation/test split, inputs and targets
+standardised with training statistics, every model trained with Adam (0.005, batch 100, or 500
+for data sets over 200k rows) and scored on the test set. Every finished run is appended to
+``results.csv`` at once; a rerun skips the runs already there (resumable). The summary is
+``tables.md`` (mean +- std per data set, average ranks as in the paper's Tables 3 and 5,
+seconds per epoch and test seconds as in its Table 4) and one PNG per metric.
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence, TextIO
+
+import numpy as np
+import tensorflow as tf
+
+from .. import metrics
+from . import plots
+from .data import DataError, Dataset, Standardizer, load_dataset, split_dataset, uci_dataset_path
+from .runner import TrainConfig, TrainingDiverged, run, standardise_split
+from .zoo import ModelSpec, parse_model_name
+
+__all__ = ["BenchSettings", "DEFAULT_MODELS", "run_bench", "summarise", "read_results"]
+
+DEFAULT_MODELS = ("svgp", "dsdgp", "dspp", "idsgp", "avdgp-ar2p", "avdgp-ar2pp")
+METRICS = ("nll", "rmse", "crps")
+LARGE_DATA = 200_000
+COLUMNS = (
+    "dataset",
+    "model",
+    "seed",
+    "epochs",
+    "status",
+    "n_train",
+    "n_test",
+    "dim",
+    "nll",
+    "rmse",
+    "crps",
+    "coverage_95",
+    "nll_original",
+    "rmse_original",
+    "crps_original",
+    "train_seconds_per_epoch",
+    "first_epoch_seconds",
+    "predict_seconds",
+)
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    """What to run.
+
+    :param datasets: names under the UCI data root, or paths accepted by ``load_dataset``.
+    :param models: model names (``avdgp-ar1`` ... ``avdgp-ar2pp``, ``svgp``, ``dsdgp``, ``dspp``,
+        ``idsgp``, ``sgp-avi``).
+    :param seeds: one split and initialisation per seed (paper: 5).
+    :param epochs: training epochs (paper: 100; 50 for the largest sets).
+    :param dtype: ``"float64"`` or ``"float32"``.
+    :param data_root: folder of UCI data sets (default ``$AVDGP_DATA_ROOT`` or
+        ``../shared/data/uci``).
+    """
+
+    datasets: Sequence[str] = ("elevators",)
+    models: Sequence[str] = DEFAULT_MODELS
+    seeds: Sequence[int] = (0, 1, 2, 3, 4)
+    epochs: int = 100
+    dtype: str = "float64"
+    data_root: Optional[str] = None
+    max_rows: Optional[int] = None
+    extra: dict = field(default_factory=dict)
+
+
+def _load(name: str, root: Optional[str], max_rows: Optional[int]) -> Dataset:
+    path = Path(name)
+    dataset = load_dataset(path if path.exists() else uci_dataset_path(name, root))
+    if max_rows is not None and dataset.num_rows > max_rows:
+        keep = np.random.default_rng(0).permutation(dataset.num_rows)[:max_rows]
+        keep.sort()
+        dataset = Dataset(
+            name=dataset.name,
+            inputs=dataset.inputs[keep],
+            targets=dataset.targets[keep],
+            test_masks=None,
+            feature_names=dataset.feature_names,
+            target_name=dataset.target_name,
+        )
+    return dataset
+
+
+def read_results(path: Path) -> list[dict]:
+    """Rows of ``results.csv`` (numbers as floats; empty cells as ``None``)."""
+    if not path.exists():
+        return []
+    rows = []
+    with path.open(newline="") as handle:
+        for row in csv.DictReader(handle):
+            parsed = {}
+            for key, value in row.items():
+                if key in ("dataset", "model", "status"):
+                    parsed[key] = value
+                elif value == "":
+                    parsed[key] = None
+                else:
+                    parsed[key] = float(value)
+            rows.append(parsed)
+    return rows
+
+
+def _append(path: Path, row: dict) -> None:
+    new = not path.exists()
+    with path.open("a", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
+        if new:
+            writer.writeheader()
+        writer.writerow({key: row.get(key, "") for key in COLUMNS})
+
+
+def _row(record: dict, dataset: str, model: str, seed: int, epochs: int) -> dict:
+    test, original = record["test"], record["test_original_units"] or {}
+    return {
+        "dataset": dataset,
+        "model": model,
+        "seed": seed,
+        "epochs": epochs,
+        "status": "ok",
+        "n_train": record["n_train"],
+        "n_test": record["n_test"],
+        "dim": record["dim"],
+        **{key: test.get(key) for key in ("nll", "rmse", "crps", "coverage_95")},
+        **{f"{key}_original": original.get(key) for key in METRICS},
+        "train_seconds_per_epoch": record["train_seconds_per_epoch"],
+        "first_epoch_seconds": record["first_epoch_seconds"],
+        "predict_seconds": record["predict_seconds"],
+    }
+
+
+def run_bench(
+    settings: BenchSettings, out_dir: Path | str, *, stream: Optional[TextIO] = sys.stderr
+) -> Path:
+    """Run every (data set, model, seed) not yet in ``out_dir/results.csv``; then summarise.
+
+    :returns: the path of ``tables.md``.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    results_path = out / "results.csv"
+    labels = [
+        f"avdgp-{rule}" if rule and kind.value == "avdgp" else kind.value
+        for kind, rule in map(parse_model_name, settings.models)
+    ]
+    done = {
+        (row["dataset"], row["model"], int(row["seed"]), int(row["epochs"]))
+        for row in read_results(results_path)
+    }
+
+    def say(text: str) -> None:
+        if stream is not None:
+            print(text, file=stream, flush=True)
+
+    total = len(settings.datasets) * len(labels) * len(settings.seeds)
+    count = 0
+    for name in settings.datasets:
+        dataset = _load(name, settings.data_root, settings.max_rows)
+        batch_size = 500 if dataset.num_rows > LARGE_DATA else 100
+        for seed in settings.seeds:
+            split = split_dataset(dataset, seed=seed)
+            scaler = Standardizer.fit(split.x_train, split.y_train)
+            split = standardise_split(split, scaler)
+            for label in labels:
+                count += 1
+                key = (dataset.name, label, seed, settings.epochs)
+                if key in done:
+                    say(f"[{count}/{total}] {dataset.name} {label} seed {seed}: done, skipped")
+                    continue
+                say(f"[{count}/{total}] {dataset.name} {label} seed {seed}")
+                kind, rule = parse_model_name(label)
+                spec = ModelSpec(model=kind.value, rule=rule, seed=seed, **settings.extra)
+                config = TrainConfig(
+                    epochs=settings.epochs, batch_size=batch_size, seed=seed, dtype=settings.dtype
+                )
+                try:
+                    record = run(
+                        spec,
+                        split,
+                        config,
+                        dataset=dataset.name,
+                        standardizer=scaler,
+                        stream=stream,
+                    )
+                    row = _row(record, dataset.name, label, seed, settings.epochs)
+                except (TrainingDiverged, tf.errors.InvalidArgumentError) as error:
+                    message = str(error).strip().splitlines()[0][:200]
+                    say(f"  failed: {message}")
+                    row = {
+                        "dataset": dataset.name,
+                        "model": label,
+                        "seed": seed,
+                        "epochs": settings.epochs,
+                        "status": f"failed: {message}",
+                    }
+                _append(results_path, row)
+                if row["status"] == "ok":
+                    say(
+                        f"  NLL {row['nll']:.3f} RMSE {row['rmse']:.3f} CRPS {row['crps']:.3f} "
+                        f"{row['train_seconds_per_epoch']:.2f} s/epoch"
+                    )
+    return summarise(results_path, out, models=labels, datasets=None)
+
+
+def _fmt(mean: float, std: float, digits: int = 3) -> str:
+    return f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+def summarise(
+    results_path: Path,
+    out_dir: Path,
+    *,
+    models: Optional[Sequence[str]] = None,
+    datasets: Optional[Sequence[str]] = None,
+) -> Path:
+    """Write ``tables.md`` and ``<metric>.png`` from ``results.csv``; returns the tables path."""
+    rows = [row for row in read_results(results_path) if row["status"] == "ok"]
+    if not rows:
+        raise DataError(f"{results_path}: no finished runs to summarise")
+    models = list(models or dict.fromkeys(row["model"] for row in rows))
+    datasets = list(datasets or dict.fromkeys(row["dataset"] for row in rows))
+    values: dict = defaultdict(dict)  # (dataset, model) -> {metric: {seed: value}}
+    sizes = {}
+    for row in rows:
+        per_metric = values[row["dataset"], row["model"]]
+        for key in METRICS + ("train_seconds_per_epoch", "predict_seconds"):
+            per_metric.setdefault(key, {})[int(row["seed"])] = row[key]
+        sizes[row["dataset"]] = (int(row["n_train"] + row["n_test"]), int(row["dim"]))
+
+    lines = [
+        "# Benchmark results",
+        "",
+        f"Runs: {len(rows)} finished (`results.csv`). Mean ± std over seeds, standardised "
+        "units; lower is better; best mean in bold.",
+    ]
+    for metric in METRICS:
+        lines += ["", f"## Test {metric.upper()}", ""]
+        lines += _table(metric, datasets, models, values, sizes)
+    lines += ["", "## Average ranks (mean (std) over seeds, like the paper's Table 3)", ""]
+    lines += ["| metric | " + " | ".join(models) + " |", "|---|" + "---:|" * len(models)]
+    for metric in METRICS:
+        scores = {
+            dataset: {
+                model: [
+                    values[dataset, model][metric][s]
+                    for s in sorted(values[dataset, model][metric])
+                ]
+                for model in models
+                if (dataset, model) in values
+            }
+            for dataset in datasets
+        }
+        try:
+            ranks = metrics.average_ranks(scores)
+        except ValueError:
+            continue
+        cells = [f"{ranks[m][0]:.2f} ({ranks[m][1]:.2f})" if m in ranks else "–" for m in models]
+        lines.append(f"| {metric.upper()} | " + " | ".join(cells) + " |")
+    for key, title in (
+        ("train_seconds_per_epoch", "Training seconds per epoch (after the first)"),
+        ("predict_seconds", "Test-set prediction seconds"),
+    ):
+        lines += ["", f"## {title}", ""]
+        lines += _table(key, datasets, models, values, sizes, digits=2, bold=False)
+
+    for metric in METRICS:
+        means, stds = {}, {}
+        for (dataset, model), per_metric in values.items():
+            seeds = list(per_metric[metric].values())
+            means[dataset, model], stds[dataset, model] = float(np.mean(seeds)), float(
+                np.std(seeds)
+            )
+        plots.plot_benchmark_metric(
+            metric, datasets, models, means, stds, out_dir / f"{metric}.png"
+        )
+    tables = out_dir / "tables.md"
+    tables.write_text("\n".join(lines) + "\n")
+    return tables
+
+
+def _table(key, datasets, models, values, sizes, digits=3, bold=True) -> list[str]:
+    lines = [
+        "| data set | N | D | " + " | ".join(models) + " |",
+        "|---|---:|---:|" + "---:|" * len(models),
+    ]
+    for dataset in datasets:
+        stats = {}
+        for model in models:
+            seeds = list(values.get((dataset, model), {}).get(key, {}).values())
+            if seeds:
+                stats[model] = (float(np.mean(seeds)), float(np.std(seeds)), len(seeds))
+        if not stats:
+            continue
+        best = min(stats, key=lambda m: stats[m][0])
+        cells = []
+        for model in models:
+            if model not in stats:
+                cells.append("–")
+                continue
+            text = _fmt(stats[model][0], stats[model][1], digits)
+            cells.append(f"**{text}**" if bold and model == best else text)
+        n, d = sizes[dataset]
+        lines.append(f"| {dataset} | {n} | {d} | " + " | ".join(cells) + " |")
+    return lines
