@@ -93,8 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="the paper's settings: 40000 training points, 100 epochs, S = 32 (slow on CPU)",
     )
-    demo.add_argument("--epochs", type=_positive_int, help="epochs per model (default 20)")
-    demo.add_argument("--num-points", type=_positive_int, help="rows generated (default 6000)")
+    demo.add_argument("--epochs", type=_positive_int, help="epochs per model (default 40)")
+    demo.add_argument(
+        "--num-points", type=_positive_int, help="rows generated, split 3:2:1 (default 12000)"
+    )
     demo.add_argument(
         "--total-inducing", type=_positive_int, help="|M| summed over layers (default 32)"
     )

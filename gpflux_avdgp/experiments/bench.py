@@ -38,6 +38,7 @@ COLUMNS = (
     "epochs",
     "status",
     "n_train",
+    "n_val",
     "n_test",
     "dim",
     "nll",
@@ -131,6 +132,7 @@ def _row(record: dict, dataset: str, model: str, seed: int, epochs: int) -> dict
         "epochs": epochs,
         "status": "ok",
         "n_train": record["n_train"],
+        "n_val": record["n_val"],
         "n_test": record["n_test"],
         "dim": record["dim"],
         **{key: test.get(key) for key in ("nll", "rmse", "crps", "coverage_95")},
@@ -237,7 +239,8 @@ def summarise(
         per_metric = values[row["dataset"], row["model"]]
         for key in METRICS + ("train_seconds_per_epoch", "predict_seconds"):
             per_metric.setdefault(key, {})[int(row["seed"])] = row[key]
-        sizes[row["dataset"]] = (int(row["n_train"] + row["n_test"]), int(row["dim"]))
+        rows_total = row["n_train"] + (row.get("n_val") or 0) + row["n_test"]
+        sizes[row["dataset"]] = (int(rows_total), int(row["dim"]))
 
     lines = [
         "# Benchmark results",

@@ -1,0 +1,333 @@
+"""The experiment harness: model zoo, training runner, benchmark summaries, demo settings."""
+
+from __future__ import annotations
+
+import csv
+import math
+import subprocess
+import sys
+
+import gpflow
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from gpflux_avdgp import AmortizedGPLayer, PredictiveMixture, SigmaPointGPLayer
+from gpflux_avdgp._quiet_tensorflow import _is_noise
+from gpflux_avdgp.experiments import bench, demo, runner, zoo
+from gpflux_avdgp.experiments.data import Split, Standardizer
+from gpflux_avdgp.inference import MLPInference
+from gpflux_avdgp.objectives import Objective
+from gpflux_avdgp.propagation import PropagationRule
+
+
+# ------------------------------------------------------------------------- model names
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("avdgp", (zoo.ModelKind.AVDGP, "ar2p")),
+        ("avdgp-ar2pp", (zoo.ModelKind.AVDGP, "ar2pp")),
+        ("AVDGP-AR1", (zoo.ModelKind.AVDGP, "ar1")),
+        ("dspp", (zoo.ModelKind.DSPP, None)),
+        (" svgp ", (zoo.ModelKind.SVGP, None)),
+    ],
+)
+def test_parse_model_name(name, expected):
+    assert zoo.parse_model_name(name) == expected
+
+
+@pytest.mark.parametrize("name", ["gpr", "avdgp-ar3", ""])
+def test_parse_model_name_rejects_unknown(name):
+    with pytest.raises(ValueError, match="model"):
+        zoo.parse_model_name(name)
+
+
+# ------------------------------------------------------------------------- specs
+@pytest.mark.parametrize(
+    "spec, dims, inducing",
+    [
+        (zoo.ModelSpec(), [16, 4, 1], [8, 4, 4]),  # the paper's AVDGP
+        (zoo.ModelSpec(model="dsdgp"), [16, 4, 1], [256, 128, 128]),
+        (zoo.ModelSpec(model="dspp"), [16, 4, 1], [256, 128, 128]),
+        (zoo.ModelSpec(model="idsgp"), [1], [16]),
+        (zoo.ModelSpec(model="sgp-avi", num_layers=3), [1], [16]),  # shallow ignores layers
+        (zoo.ModelSpec(model="svgp"), [1], [256]),
+        (zoo.ModelSpec(num_layers=2), [16, 1], [8, 4]),
+        (zoo.ModelSpec(num_layers=4, num_inducing=[5]), [16, 4, 4, 1], [5, 5, 5, 5]),
+        (zoo.ModelSpec(num_layers=2, hidden_dims=[3], num_inducing=[6, 2]), [3, 1], [6, 2]),
+    ],
+)
+def test_spec_defaults_follow_the_paper(spec, dims, inducing):
+    assert spec.resolved_dims() == dims
+    assert spec.resolved_inducing() == inducing
+
+
+def test_spec_rejects_inconsistent_sizes():
+    with pytest.raises(ValueError, match="hidden_dims: expected 2 widths for 3 layers"):
+        zoo.ModelSpec(hidden_dims=[4]).resolved_dims()
+    with pytest.raises(ValueError, match="num_inducing: expected 1 or 3 values"):
+        zoo.ModelSpec(num_inducing=[4, 4]).resolved_inducing()
+    with pytest.raises(ValueError, match="num_inducing"):
+        zoo.ModelSpec(num_inducing=[0]).resolved_inducing()
+    with pytest.raises(ValueError, match="rule"):
+        zoo.build_model(zoo.ModelSpec(rule="ar9"), 2, 10)
+    with pytest.raises(ValueError, match="task"):
+        zoo.build_model(zoo.ModelSpec(task="ranking"), 2, 10)
+
+
+# ------------------------------------------------------------------------- built models
+def _gp_layers(built: zoo.BuiltModel) -> list:
+    return [layer for layer in built.model.layers if layer.name.startswith("gp_layer")]
+
+
+@pytest.mark.parametrize("rule", ["ar1", "ar2", "ar2p", "ar2pp"])
+def test_avdgp_is_mean_field_affine_with_the_rule(rule):
+    built = zoo.build_model(zoo.ModelSpec(rule=rule, num_points=5), 3, 50)
+    layers = _gp_layers(built)
+    assert [type(layer) for layer in layers] == [AmortizedGPLayer] * 3
+    assert [layer.units for layer in layers] == [16, 4, 1]
+    assert [layer.num_inducing for layer in layers] == [8, 4, 4]
+    assert not any(layer.full_rank for layer in layers)
+    expected_rule = PropagationRule.AR2P if rule == "ar2pp" else PropagationRule(rule)
+    assert {layer.rule for layer in layers} == {expected_rule}
+    objective = Objective.PREDICTIVE if rule == "ar2pp" else Objective.ELBO
+    assert built.loss.objective is objective
+    if rule == "ar1":  # the paper's AR1: one sample in training, S at test time
+        assert layers[1]._resolved_num_points(True) == 1
+        assert layers[1]._resolved_num_points(False) == 5
+    else:
+        assert layers[1]._resolved_num_points(True) == 5
+    assert isinstance(built.likelihood, gpflow.likelihoods.Gaussian)
+
+
+def test_shallow_amortized_baselines_are_full_rank_with_their_inference():
+    idsgp = _gp_layers(zoo.build_model(zoo.ModelSpec(model="idsgp"), 3, 50))
+    sgp_avi = _gp_layers(zoo.build_model(zoo.ModelSpec(model="sgp-avi"), 3, 50))
+    assert len(idsgp) == len(sgp_avi) == 1
+    assert isinstance(idsgp[0].inference, MLPInference)
+    assert idsgp[0].full_rank and idsgp[0].num_inducing == 16
+    assert sgp_avi[0].inference_kind.value == "affine" and sgp_avi[0].full_rank
+
+
+@pytest.mark.parametrize(
+    "model, rule, objective",
+    [
+        ("dsdgp", PropagationRule.AR1, Objective.ELBO),
+        ("dspp", PropagationRule.AR2P, Objective.PREDICTIVE),
+    ],
+)
+def test_deep_global_inducing_baselines(model, rule, objective, rng):
+    inputs = rng.standard_normal((300, 5))
+    spec = zoo.ModelSpec(model=model, num_inducing=[20, 10, 10], num_points=6)
+    built = zoo.build_model(spec, 5, 300, inputs=inputs)
+    layers = _gp_layers(built)
+    assert [type(layer) for layer in layers] == [SigmaPointGPLayer] * 3
+    assert {layer.rule for layer in layers} == {rule}
+    assert built.loss.objective is objective
+    means = [layer.gp_layer.mean_function for layer in layers]
+    assert isinstance(means[0], gpflow.mean_functions.Linear)
+    assert isinstance(means[1], gpflow.mean_functions.Linear)
+    assert isinstance(means[2], gpflow.mean_functions.Zero)
+    assert means[0].A.trainable  # learned, not GPflux's fixed identity/PCA mean
+    # first-layer inducing points start at training inputs
+    z = layers[0].gp_layer.inducing_variable.inducing_variable.Z.numpy()
+    assert z.shape == (20, 5)
+    assert all(np.any(np.all(np.isclose(inputs, row), axis=1)) for row in z)
+    if model == "dsdgp":  # doubly stochastic: one sample in training, S at test time
+        assert layers[1]._resolved_num_points(True) == 1
+        assert layers[1]._resolved_num_points(False) == 6
+
+
+def test_pca_projection_finds_the_principal_directions(rng):
+    directions = np.linalg.qr(rng.standard_normal((4, 4)))[0]
+    inputs = (rng.standard_normal((2000, 4)) * [5.0, 2.0, 0.3, 0.1]) @ directions.T
+    projection = zoo._pca_projection(inputs, 4, 2)  # [4, 2]
+    for column, direction in zip(projection.T, directions.T[:2]):
+        assert abs(abs(column @ direction) - 1.0) < 1e-2
+    np.testing.assert_array_equal(zoo._pca_projection(inputs, 2, 3), np.eye(2, 3))
+
+
+def test_classification_models_use_a_bernoulli_likelihood():
+    for model in ("avdgp", "svgp"):
+        built = zoo.build_model(zoo.ModelSpec(model=model, task="classification"), 2, 20)
+        assert isinstance(built.likelihood, gpflow.likelihoods.Bernoulli)
+
+
+# ------------------------------------------------------------------------- runner
+def test_float_type_sets_and_restores_gpflow_defaults():
+    before = gpflow.default_float(), gpflow.default_jitter()
+    with runner.float_type("float32"):
+        assert gpflow.default_float() == np.float32
+        assert gpflow.default_jitter() == runner.JITTER["float32"]
+        built = zoo.build_model(zoo.ModelSpec(num_layers=2), 3, 20)
+        assert built.model.inputs[0].dtype == tf.float32
+    assert (gpflow.default_float(), gpflow.default_jitter()) == before
+
+
+def test_training_data_keeps_float64():
+    x = np.linspace(0, 1, 12).reshape(6, 2) + 1e-12  # float32 would round the 1e-12 away
+    data = runner._training_dataset(x, x[:, :1], 4, 0, tf.float64)
+    batches = list(data)
+    assert batches[0][0].dtype == tf.float64
+    stacked = np.concatenate([b[0].numpy() for b in batches])
+    np.testing.assert_array_equal(np.sort(stacked, axis=0), np.sort(x, axis=0))
+
+
+def test_train_config_validates():
+    with pytest.raises(ValueError, match="epochs"):
+        runner.TrainConfig(epochs=0)
+    with pytest.raises(ValueError, match="learning_rate"):
+        runner.TrainConfig(learning_rate=-1.0)
+    with pytest.raises(ValueError, match="dtype"):
+        runner.TrainConfig(dtype="float16")
+
+
+def test_epoch_progress_stops_on_a_non_finite_loss():
+    progress = runner.EpochProgress("m", stream=None)
+
+    class _Model:
+        stop_training = False
+
+    progress.set_model(_Model())
+    progress.set_params({"epochs": 3})
+    progress.on_epoch_begin(0)
+    progress.on_epoch_end(0, {"loss": 1.5})
+    progress.on_epoch_begin(1)
+    with pytest.raises(runner.TrainingDiverged, match="m: the training loss became nan in epoch 2"):
+        progress.on_epoch_end(1, {"loss": math.nan})
+    assert progress.model.stop_training
+    assert progress.losses[0] == 1.5 and len(progress.seconds) == 2
+
+
+def _mixture(rng, n=50, s=3) -> PredictiveMixture:
+    weights = rng.dirichlet(np.ones(s), size=n)
+    means = rng.standard_normal((n, s, 1))
+    variances = rng.uniform(0.1, 0.5, (n, s, 1))
+    likelihood = gpflow.likelihoods.Gaussian(variance=0.1)
+    return PredictiveMixture(weights, means, variances - 0.1, means, variances, likelihood)
+
+
+def test_scores_in_original_units_are_rescaled(rng):
+    prediction = _mixture(rng)
+    y = rng.standard_normal((50, 1))
+    scaler = Standardizer(x_mean=np.zeros(1), x_std=np.ones(1), y_mean=3.0, y_std=2.5)
+    scaled, original = runner.score_prediction(prediction, y, zoo.Task.REGRESSION, scaler)
+    assert set(scaled) >= {"nll", "rmse", "crps"}
+    np.testing.assert_allclose(original["nll"], scaled["nll"] + np.log(2.5), rtol=1e-12)
+    np.testing.assert_allclose(original["rmse"], scaled["rmse"] * 2.5, rtol=1e-12)
+    np.testing.assert_allclose(original["crps"], scaled["crps"] * 2.5, rtol=1e-12)
+
+
+def test_classification_scores_use_exact_probit_probabilities(rng):
+    prediction = _mixture(rng)
+    y = rng.integers(0, 2, (50, 1)).astype(float)
+    scores, original = runner.score_prediction(prediction, y, zoo.Task.CLASSIFICATION)
+    from scipy.stats import norm
+
+    m, v, w = prediction.f_means[..., 0], prediction.f_variances[..., 0], prediction.weights
+    p = np.sum(w * norm.cdf(m / np.sqrt(1 + v)), axis=1)
+    assert original is None
+    np.testing.assert_allclose(scores["brier"], np.mean((p - y[:, 0]) ** 2), rtol=1e-12)
+    np.testing.assert_allclose(scores["error_rate"], np.mean((p > 0.5) != (y[:, 0] > 0.5)))
+
+
+def test_run_returns_the_documented_record(rng):
+    x = rng.uniform(-2, 2, (120, 2))
+    y = np.sin(x[:, :1]) + 0.1 * rng.standard_normal((120, 1))
+    split = Split(x[:80], y[:80], x[80:90], y[80:90], x[90:], y[90:])
+    spec = zoo.ModelSpec(num_layers=2, hidden_dims=[2], num_inducing=[3], num_points=3)
+    config = runner.TrainConfig(epochs=2, batch_size=40, seed=3)
+    record = runner.run(spec, split, config, dataset="toy", stream=None)
+    for key in ("model", "rule", "dataset", "n_train", "n_test", "dim", "epochs", "seed"):
+        assert key in record
+    assert (record["n_train"], record["n_val"], record["n_test"], record["dim"]) == (80, 10, 30, 2)
+    assert set(record["test"]) == {"nll", "rmse", "crps", "coverage_95"}
+    assert all(np.isfinite(v) for v in record["test"].values())
+    assert record["train_seconds_per_epoch"] > 0 and record["predict_seconds"] > 0
+    assert record["rule"] == "ar2p" and record["label"] == "avdgp-ar2p"
+    assert record["val"] is not None and record["test_original_units"] is None
+
+
+# ------------------------------------------------------------------------- bench summary
+def _write_results(path, rows):
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=bench.COLUMNS)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: row.get(k, "") for k in bench.COLUMNS})
+
+
+def _result(dataset, model, seed, nll, status="ok"):
+    return dict(
+        dataset=dataset, model=model, seed=seed, epochs=5, status=status, n_train=80, n_val=10,
+        n_test=10, dim=3, nll=nll, rmse=nll + 1, crps=nll + 2, coverage_95=0.9,
+        train_seconds_per_epoch=1.0, first_epoch_seconds=5.0, predict_seconds=0.1,
+    )  # fmt: skip
+
+
+def test_summary_tables_and_ranks(tmp_path):
+    rows = [
+        _result("a", "m1", 0, 1.0), _result("a", "m2", 0, 2.0),
+        _result("a", "m1", 1, 3.0), _result("a", "m2", 1, 2.0),
+        _result("b", "m1", 0, 0.5), _result("b", "m2", 0, 0.7),
+        _result("b", "m1", 1, 0.5), _result("b", "m2", 1, 0.9),
+        _result("b", "m2", 2, float("nan"), status="failed: loss nan"),
+    ]  # fmt: skip
+    _write_results(tmp_path / "results.csv", rows)
+    tables = bench.summarise(tmp_path / "results.csv", tmp_path).read_text()
+    # data set a: m1 = 2.0 +- 1.0 beats m2 = 2.0 +- 0.0? equal means: the first is bold
+    assert "| a | 100 | 3 | **2.000 ± 1.000** | 2.000 ± 0.000 |" in tables
+    assert "| b | 100 | 3 | **0.500 ± 0.000** | 0.800 ± 0.100 |" in tables
+    # ranks: seed 0: a m1 1, b m1 1 -> m1 1.0; seed 1: a m1 2, b m1 1 -> 1.5 => 1.25 +- 0.25
+    assert "| NLL | 1.25 (0.25) | 1.75 (0.25) |" in tables
+    assert "Runs: 8 finished" in tables  # the failed run is left out
+    for metric in ("nll", "rmse", "crps"):
+        assert (tmp_path / f"{metric}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_summary_without_finished_runs_is_an_error(tmp_path):
+    _write_results(tmp_path / "results.csv", [_result("a", "m", 0, 1.0, status="failed: x")])
+    with pytest.raises(ValueError, match="no finished runs"):
+        bench.summarise(tmp_path / "results.csv", tmp_path)
+
+
+# ------------------------------------------------------------------------- demo settings
+def test_demo_splits_inducing_points_like_the_paper():
+    specs = demo._specs(demo.DemoSettings(total_inducing=32))
+    assert specs["SGP-AVI"].resolved_inducing() == [32]
+    assert specs["AVDGP-2L"].resolved_inducing() == [16, 16]  # 1:1
+    assert specs["AVDGP-3L"].resolved_inducing() == [16, 8, 8]  # 2:1:1
+    assert specs["AVDGP-3L"].resolved_dims() == [2, 2, 1]  # D^l = 2 (paper's toy)
+    with pytest.raises(ValueError, match="total_inducing"):
+        demo._specs(demo.DemoSettings(total_inducing=3))
+    assert demo.demo_settings(True, epochs=None).epochs == demo.FULL.epochs
+    assert demo.demo_settings(False, epochs=3).epochs == 3
+
+
+# ------------------------------------------------------------------------- quiet import
+def test_start_up_notices_are_recognised_and_other_lines_kept():
+    noise = [
+        "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+        "I0000 00:00:1795317474.093761   24233 port.cc:153] oneDNN custom operations are on.",
+        "I0000 00:00:1795317474.094245   24233 cudart_stub.cc:31] Could not find cuda drivers",
+        "E0000 00:00:1795317476.901296   24233 cuda_platform.cc:52] failed call to cuInit: X",
+        "To enable the following instructions: AVX2 FMA, in other operations, rebuild "
+        "TensorFlow with the appropriate compiler flags.",
+    ]
+    kept = [
+        "E0000 00:00:1795317476.901296   24233 cuda_platform.cc:52] out of memory",
+        "Traceback (most recent call last):",
+        "W0000 00:00:1.0 1 some_other.cc:1] a real warning",
+    ]
+    assert all(_is_noise(line) for line in noise)
+    assert not any(_is_noise(line) for line in kept)
+
+
+def test_importing_the_package_prints_no_tensorflow_notices():
+    result = subprocess.run(
+        [sys.executable, "-c", "import gpflux_avdgp, sys; print('x', file=sys.stderr)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert result.stderr == "x\n"
