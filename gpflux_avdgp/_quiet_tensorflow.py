@@ -28,10 +28,25 @@ def _is_noise(line: str) -> bool:
     return bool(_NOISE.match(line))
 
 
+def running_the_cli() -> bool:
+    """Whether this process is ``avdgp ...`` or ``python -m gpflux_avdgp ...``."""
+    if os.path.basename(sys.argv[0] if sys.argv else "").startswith("avdgp"):
+        return True
+    args = list(getattr(sys, "orig_argv", []))
+    return any(a == "-m" and b == "gpflux_avdgp" for a, b in zip(args, args[1:]))
+
+
 def import_tensorflow_quietly() -> None:
-    """Import TensorFlow and list its devices with the start-up notices filtered out."""
+    """Import TensorFlow and list its devices with the start-up notices filtered out.
+
+    Under the ``avdgp`` command line it also defaults ``TF_CPP_MIN_LOG_LEVEL`` to 2, since
+    TensorFlow's C++ warnings (e.g. grappler's "Not handling type DT_DOUBLE") are not the
+    user's concern there; a library user's setting is left alone.
+    """
     if "tensorflow" in sys.modules:
         return
+    if running_the_cli():
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         saved_fd = os.dup(2)
     except OSError:  # no usable stderr: nothing to filter

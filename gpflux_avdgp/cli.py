@@ -181,6 +181,7 @@ def _fit(args) -> int:
     from .experiments.runner import TrainConfig, run, standardise_split
     from .experiments.zoo import ModelSpec
 
+    _check_output_paths(args.json, args.save)
     dataset = load_dataset(args.data, target=args.target)
     classification = args.task == "classification"
     if classification:
@@ -226,6 +227,24 @@ def _fit(args) -> int:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(record, indent=2))
     return 0
+
+
+def _check_output_paths(json_file: Optional[str], save_dir: Optional[str]) -> None:
+    """Fail before training, not after, when an output cannot be written."""
+    if json_file is not None:
+        path = Path(json_file)
+        if path.is_dir():
+            raise UsageError(f"avdgp fit: --json {json_file}: is a folder, expected a file name")
+        parent = path.parent if str(path.parent) else Path(".")
+        if parent.exists() and not os.access(parent, os.W_OK):
+            raise UsageError(f"avdgp fit: --json {json_file}: folder {parent} is not writable")
+    if save_dir is not None:
+        path = Path(save_dir)
+        if path.exists() and not path.is_dir():
+            raise UsageError(f"avdgp fit: --save {save_dir}: is a file, expected a folder")
+        existing = next((p for p in [path, *path.parents] if p.exists()), Path("."))
+        if not os.access(existing, os.W_OK):
+            raise UsageError(f"avdgp fit: --save {save_dir}: {existing} is not writable")
 
 
 def _with_targets(dataset, targets):
@@ -310,7 +329,7 @@ def _report(error: Exception) -> int:
     if isinstance(error, TrainingDiverged):
         print(f"avdgp: training diverged: {message}", file=sys.stderr)
         return EXIT_DIVERGED
-    if isinstance(error, (DataError, ValueError, FileNotFoundError, NotADirectoryError)):
+    if isinstance(error, (DataError, ValueError, OSError)):
         print(f"avdgp: error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print(

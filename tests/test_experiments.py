@@ -331,3 +331,31 @@ def test_importing_the_package_prints_no_tensorflow_notices():
         check=True,
     )
     assert result.stderr == "x\n"
+
+
+def test_summary_uses_the_longest_run_per_seed(tmp_path):
+    short = dict(_result("a", "m1", 0, 9.0), epochs=2)
+    _write_results(
+        tmp_path / "results.csv",
+        [short, _result("a", "m1", 0, 1.0), _result("a", "m2", 0, 2.0)],
+    )
+    tables = bench.summarise(tmp_path / "results.csv", tmp_path).read_text()
+    assert "| a | 100 | 3 | **1.000 ± 0.000** | 2.000 ± 0.000 |" in tables
+    assert "Epochs per data set: a 5." in tables
+
+
+@pytest.mark.parametrize(
+    "argv, orig_argv, expected",
+    [
+        (["/venv/bin/avdgp", "fit"], ["python", "/venv/bin/avdgp", "fit"], True),
+        (["-m"], ["python", "-m", "gpflux_avdgp", "demo"], True),
+        (["-m"], ["python", "-m", "pytest"], False),
+        (["script.py"], ["python", "script.py"], False),
+    ],
+)
+def test_cli_detection(monkeypatch, argv, orig_argv, expected):
+    from gpflux_avdgp._quiet_tensorflow import running_the_cli
+
+    monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.setattr(sys, "orig_argv", orig_argv)
+    assert running_the_cli() is expected

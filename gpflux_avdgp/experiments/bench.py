@@ -153,10 +153,14 @@ def run_bench(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     results_path = out / "results.csv"
-    labels = [
-        f"avdgp-{rule}" if rule and kind.value == "avdgp" else kind.value
-        for kind, rule in map(parse_model_name, settings.models)
-    ]
+    labels = list(
+        dict.fromkeys(  # de-duplicated, in order
+            f"avdgp-{rule}" if rule and kind.value == "avdgp" else kind.value
+            for kind, rule in map(parse_model_name, settings.models)
+        )
+    )
+    seeds = list(dict.fromkeys(settings.seeds))
+    names = list(dict.fromkeys(settings.datasets))
     done = {
         (row["dataset"], row["model"], int(row["seed"]), int(row["epochs"]))
         for row in read_results(results_path)
@@ -166,12 +170,12 @@ def run_bench(
         if stream is not None:
             print(text, file=stream, flush=True)
 
-    total = len(settings.datasets) * len(labels) * len(settings.seeds)
+    total = len(names) * len(labels) * len(seeds)
     count = 0
-    for name in settings.datasets:
+    for name in names:
         dataset = _load(name, settings.data_root, settings.max_rows)
         batch_size = 500 if dataset.num_rows > LARGE_DATA else 100
-        for seed in settings.seeds:
+        for seed in seeds:
             split = split_dataset(dataset, seed=seed)
             scaler = Standardizer.fit(split.x_train, split.y_train)
             split = standardise_split(split, scaler)
@@ -208,12 +212,24 @@ def run_bench(
                         "status": f"failed: {message}",
                     }
                 _append(results_path, row)
+                done.add(key)
                 if row["status"] == "ok":
                     say(
                         f"  NLL {row['nll']:.3f} RMSE {row['rmse']:.3f} CRPS {row['crps']:.3f} "
                         f"{row['train_seconds_per_epoch']:.2f} s/epoch"
                     )
     return summarise(results_path, out, models=labels, datasets=None)
+
+
+def _longest_runs(rows: list[dict]) -> list[dict]:
+    """Per (data set, model, seed) only the run with the most epochs (reruns with another
+    ``--epochs`` do not mix into one mean)."""
+    best: dict = {}
+    for row in rows:
+        key = (row["dataset"], row["model"], int(row["seed"]))
+        if key not in best or row["epochs"] > best[key]["epochs"]:
+            best[key] = row
+    return list(best.values())
 
 
 def _fmt(mean: float, std: float, digits: int = 3) -> str:
@@ -228,25 +244,28 @@ def summarise(
     datasets: Optional[Sequence[str]] = None,
 ) -> Path:
     """Write ``tables.md`` and ``<metric>.png`` from ``results.csv``; returns the tables path."""
-    rows = [row for row in read_results(results_path) if row["status"] == "ok"]
+    rows = _longest_runs([row for row in read_results(results_path) if row["status"] == "ok"])
     if not rows:
         raise DataError(f"{results_path}: no finished runs to summarise")
     models = list(models or dict.fromkeys(row["model"] for row in rows))
     datasets = list(datasets or dict.fromkeys(row["dataset"] for row in rows))
     values: dict = defaultdict(dict)  # (dataset, model) -> {metric: {seed: value}}
-    sizes = {}
+    sizes, epochs = {}, {}
     for row in rows:
         per_metric = values[row["dataset"], row["model"]]
         for key in METRICS + ("train_seconds_per_epoch", "predict_seconds"):
             per_metric.setdefault(key, {})[int(row["seed"])] = row[key]
         rows_total = row["n_train"] + (row.get("n_val") or 0) + row["n_test"]
         sizes[row["dataset"]] = (int(rows_total), int(row["dim"]))
+        epochs.setdefault(row["dataset"], set()).add(int(row["epochs"]))
 
     lines = [
         "# Benchmark results",
         "",
         f"Runs: {len(rows)} finished (`results.csv`). Mean ± std over seeds, standardised "
-        "units; lower is better; best mean in bold.",
+        "units; lower is better; best mean in bold. Epochs per data set: "
+        + ", ".join(f"{d} {'/'.join(map(str, sorted(epochs[d])))}" for d in datasets if d in epochs)
+        + ".",
     ]
     for metric in METRICS:
         lines += ["", f"## Test {metric.upper()}", ""]

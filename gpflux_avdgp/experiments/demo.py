@@ -89,6 +89,7 @@ def run_demo(
 
     Progress goes to ``stream``; figures and ``results.json`` go to ``out_dir``.
     """
+    specs = _specs(settings)  # validate before writing anything
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
 
@@ -116,7 +117,7 @@ def run_demo(
         learning_rate=settings.learning_rate,
         seed=settings.seed,
     )
-    for title, spec in _specs(settings).items():
+    for title, spec in specs.items():
         say(f"Training {title} (M = {spec.resolved_inducing()}, dims {spec.resolved_dims()})")
         start = time.perf_counter()
         with float_type(config.dtype):

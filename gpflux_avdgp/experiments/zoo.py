@@ -132,6 +132,11 @@ class ModelSpec:
         """Output widths of all layers, e.g. ``[16, 4, 1]``."""
         layers = self.resolved_layers()
         if layers == 1:
+            if self.kind not in SHALLOW and self.hidden_dims:
+                raise ValueError(
+                    f"hidden_dims: a 1-layer model has no intermediate layers, got "
+                    f"{list(self.hidden_dims)}"
+                )
             return [output_dim]
         hidden = self.hidden_dims
         if hidden is None:
