@@ -9,7 +9,7 @@ from ._quiet_tensorflow import import_tensorflow_quietly
 
 import_tensorflow_quietly()
 
-from . import kernels
+from . import kernels, metrics
 from .conditionals import amortized_conditional, amortized_kl
 from .covariances import pointwise_covariances
 from .inference import AffineInference, AmortizedParameters, MLPInference
@@ -48,6 +48,7 @@ __all__ = [
     "amortized_kl",
     "build_avdgp",
     "kernels",
+    "metrics",
     "mixture_log_density",
     "pointwise_covariances",
     "predict_mixture",
