@@ -34,7 +34,7 @@ source_suffix = {
 master_doc = "index"
 root_doc = "index"
 
-exclude_patterns = ["_build"]
+exclude_patterns = ["_build", "experiments/bench/tables.md"]
 
 autodoc_default_options = {
     "members": True,

@@ -12,7 +12,7 @@ avdgp    the paper's amortized deep GP (rules AR1 / AR2 / AR2P / AR2PP), affine 
 sgp-avi  one amortized layer with the paper's affine inference function, full-rank ``q(u)``.
 idsgp    one amortized layer with IDSGP's single-MLP inference function, M = 16, full-rank.
 svgp     GPflow's SVGP conditional (a GPflux ``GPLayer``), M = 256 global inducing points.
-dsdgp    doubly stochastic deep GP: GPflux ``GPLayer``s with 256/128/128 inducing points,
+dsdgp    doubly stochastic deep GP: GPflux ``GPLayer`` layers with 256/128/128 inducing points,
          learned linear mean functions on the intermediate layers, one sample per datapoint in
          training and S = 32 at test time (AR1 sampling between layers).
 dspp     deep sigma point process: the same GPflux layers with learned sigma points (AR2P)
