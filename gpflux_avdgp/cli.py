@@ -8,6 +8,7 @@ the traceback of an unexpected error.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -185,7 +186,7 @@ def _fit(args) -> int:
     dataset = load_dataset(args.data, target=args.target)
     classification = args.task == "classification"
     if classification:
-        dataset = _with_targets(dataset, check_binary_targets(dataset.targets))
+        dataset = dataclasses.replace(dataset, targets=check_binary_targets(dataset.targets))
     split = split_dataset(
         dataset,
         seed=args.seed,
@@ -247,12 +248,6 @@ def _check_output_paths(json_file: Optional[str], save_dir: Optional[str]) -> No
             raise UsageError(f"avdgp fit: --save {save_dir}: {existing} is not writable")
 
 
-def _with_targets(dataset, targets):
-    from dataclasses import replace
-
-    return replace(dataset, targets=targets)
-
-
 def _print_record(record: dict) -> None:
     test = record["test"]
     scores = ", ".join(f"{key} {value:.4f}" for key, value in test.items())
@@ -302,8 +297,7 @@ COMMANDS = {"demo": _demo, "fit": _fit, "bench": _bench}
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line; returns the exit status."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    try:
+    try:  # TF_CPP_MIN_LOG_LEVEL is set for the CLI by gpflux_avdgp._quiet_tensorflow
         import tensorflow as tf
 
         tf.get_logger().setLevel("ERROR")  # retracing notices are not the user's concern

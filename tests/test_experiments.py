@@ -359,3 +359,19 @@ def test_cli_detection(monkeypatch, argv, orig_argv, expected):
     monkeypatch.setattr(sys, "argv", argv)
     monkeypatch.setattr(sys, "orig_argv", orig_argv)
     assert running_the_cli() is expected
+
+
+def test_ranks_compare_the_same_seeds_when_one_is_missing(tmp_path):
+    rows = [
+        _result("a", "m1", 0, 1.0), _result("a", "m1", 1, 100.0), _result("a", "m1", 2, 1.0),
+        _result("a", "m2", 0, 2.0), _result("a", "m2", 2, 50.0),  # m2 lacks seed 1
+    ]  # fmt: skip
+    _write_results(tmp_path / "results.csv", rows)
+    tables = bench.summarise(tmp_path / "results.csv", tmp_path).read_text()
+    assert "| NLL | 1.00 (0.00) | 2.00 (0.00) |" in tables  # seeds 0 and 2 only
+
+
+def test_model_labels_are_canonical():
+    assert zoo.model_label("AVDGP") == "avdgp-ar2p"
+    assert zoo.model_label("avdgp-ar1") == "avdgp-ar1"
+    assert zoo.model_label("dsdgp") == "dsdgp"

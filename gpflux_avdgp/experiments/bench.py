@@ -24,7 +24,7 @@ from .. import metrics
 from . import plots
 from .data import DataError, Dataset, Standardizer, load_dataset, split_dataset, uci_dataset_path
 from .runner import TrainConfig, TrainingDiverged, run, standardise_split
-from .zoo import ModelSpec, parse_model_name
+from .zoo import ModelSpec, model_label, parse_model_name
 
 __all__ = ["BenchSettings", "DEFAULT_MODELS", "run_bench", "summarise", "read_results"]
 
@@ -153,12 +153,7 @@ def run_bench(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     results_path = out / "results.csv"
-    labels = list(
-        dict.fromkeys(  # de-duplicated, in order
-            f"avdgp-{rule}" if rule and kind.value == "avdgp" else kind.value
-            for kind, rule in map(parse_model_name, settings.models)
-        )
-    )
+    labels = list(dict.fromkeys(map(model_label, settings.models)))  # de-duplicated, in order
     seeds = list(dict.fromkeys(settings.seeds))
     names = list(dict.fromkeys(settings.datasets))
     done = {
@@ -221,6 +216,19 @@ def run_bench(
     return summarise(results_path, out, models=labels, datasets=None)
 
 
+def _per_seed_scores(values: dict, datasets, models, metric: str) -> dict:
+    """``dataset -> model -> [value per seed]`` over the seeds every model of the data set
+    finished, in the same seed order for all models (so ranks compare like with like)."""
+    scores = {}
+    for dataset in datasets:
+        present = [m for m in models if (dataset, m) in values]
+        if not present:
+            continue
+        common = sorted(set.intersection(*(set(values[dataset, m][metric]) for m in present)))
+        scores[dataset] = {m: [values[dataset, m][metric][s] for s in common] for m in present}
+    return scores
+
+
 def _longest_runs(rows: list[dict]) -> list[dict]:
     """Per (data set, model, seed) only the run with the most epochs (reruns with another
     ``--epochs`` do not mix into one mean)."""
@@ -273,19 +281,8 @@ def summarise(
     lines += ["", "## Average ranks (mean (std) over seeds, like the paper's Table 3)", ""]
     lines += ["| metric | " + " | ".join(models) + " |", "|---|" + "---:|" * len(models)]
     for metric in METRICS:
-        scores = {
-            dataset: {
-                model: [
-                    values[dataset, model][metric][s]
-                    for s in sorted(values[dataset, model][metric])
-                ]
-                for model in models
-                if (dataset, model) in values
-            }
-            for dataset in datasets
-        }
         try:
-            ranks = metrics.average_ranks(scores)
+            ranks = metrics.average_ranks(_per_seed_scores(values, datasets, models, metric))
         except ValueError:
             continue
         cells = [f"{ranks[m][0]:.2f} ({ranks[m][1]:.2f})" if m in ranks else "–" for m in models]

@@ -297,6 +297,14 @@ def _read_csv(path: Path, label: str) -> _Table:
     return _Table(values, header, data_start, delimiter)
 
 
+def _file_line(table: _Table, path: Path, row: int) -> int:
+    """The line number in ``path`` of data row ``row`` (0-based) of ``table``."""
+    for index, (number, _) in enumerate(_records(path, table.delimiter, table.first_data_line)):
+        if index == row:
+            return number
+    return table.first_data_line + row
+
+
 def _check_finite_table(table: _Table, path: Path, label: str) -> None:
     """Raise a :class:`DataError` naming the first NaN/inf cell of ``table`` and their count."""
     bad = ~np.isfinite(table.values)
@@ -304,11 +312,7 @@ def _check_finite_table(table: _Table, path: Path, label: str) -> None:
         return
     count = int(bad.sum())
     row, col = (int(i) for i in np.argwhere(bad)[0])
-    line_no = table.first_data_line + row
-    for index, (number, _) in enumerate(_records(path, table.delimiter, table.first_data_line)):
-        if index == row:
-            line_no = number
-            break
+    line_no = _file_line(table, path, row)
     plural = "value is" if count == 1 else "values are"
     raise DataError(
         f"{label}: {count} {plural} NaN or infinite (first at row {line_no}, column {col + 1}: "
@@ -443,11 +447,7 @@ def _load_test_masks(path: Path, label: str, num_rows: int, data_label: str) -> 
     bad = (values != 0.0) & (values != 1.0)
     if bad.any():
         row, col = (int(i) for i in np.argwhere(bad)[0])
-        line_no = table.first_data_line + row
-        for index, (number, _) in enumerate(_records(path, table.delimiter, table.first_data_line)):
-            if index == row:
-                line_no = number
-                break
+        line_no = _file_line(table, path, row)
         raise DataError(
             f"{label}: {int(bad.sum())} values are not 0 or 1 (first at row {line_no}, "
             f"column {col + 1}: {values[row, col]!r})"

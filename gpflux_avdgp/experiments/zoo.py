@@ -41,6 +41,7 @@ __all__ = [
     "ModelSpec",
     "Task",
     "build_model",
+    "model_label",
     "parse_model_name",
 ]
 
@@ -88,6 +89,12 @@ def parse_model_name(name: str) -> tuple[ModelKind, Optional[str]]:
             return ModelKind.AVDGP, rule
     kind = check_choice("model", text, ModelKind)
     return kind, ("ar2p" if kind is ModelKind.AVDGP else None)
+
+
+def model_label(name: str) -> str:
+    """The canonical table name of a model name: ``"avdgp"`` -> ``"avdgp-ar2p"``."""
+    kind, rule = parse_model_name(name)
+    return ModelSpec(model=kind.value, rule=rule).label
 
 
 @dataclass(frozen=True)
@@ -218,6 +225,17 @@ def _gpflux_layer(
     )
 
 
+def _point_counts(rule: str, index: int, num_points: int) -> dict:
+    """``num_points``/``num_predict_points`` of layer ``index``: the second layer expands the
+    first layer's one-component output to ``S`` components (AR1: one sample in training, ``S``
+    at test time, the paper's setting); later layers keep the count they receive."""
+    if index != 1:
+        return {"num_points": None, "num_predict_points": None}
+    if rule == "ar1":
+        return {"num_points": 1, "num_predict_points": num_points}
+    return {"num_points": num_points, "num_predict_points": None}
+
+
 def _global_inducing_layers(
     spec: ModelSpec,
     input_dim: int,
@@ -246,13 +264,11 @@ def _global_inducing_layers(
             if layer_inputs is not None:
                 layer_inputs = layer_inputs @ projection
         gp_layer = _gpflux_layer(z_init, width, num_data, mean_function, f"gpflux_{index + 1}")
-        num_points = spec.num_points if index == 1 else None
         layers.append(
             SigmaPointGPLayer(
                 gp_layer,
                 rule=rule,
-                num_points=1 if rule == "ar1" and index == 1 else num_points,
-                num_predict_points=spec.num_points if rule == "ar1" and index == 1 else None,
+                **_point_counts(rule, index, spec.num_points),
                 seed=spec.seed + index,
                 name=f"gp_layer_{index + 1}",
             )
@@ -269,11 +285,6 @@ def _amortized_layers(
     rule = "ar2p" if spec.rule in (None, "ar2pp") else spec.rule
     layers = []
     for index, (width, count) in enumerate(zip(dims, inducing)):
-        num_points = None
-        num_predict_points = None
-        if index == 1:
-            num_points = 1 if rule == "ar1" else spec.num_points
-            num_predict_points = spec.num_points if rule == "ar1" else None
         layers.append(
             AmortizedGPLayer(
                 width,
@@ -282,8 +293,7 @@ def _amortized_layers(
                 inference="mlp" if kind is ModelKind.IDSGP else "affine",
                 full_rank=shallow,
                 rule=rule,
-                num_points=num_points,
-                num_predict_points=num_predict_points,
+                **_point_counts(rule, index, spec.num_points),
                 seed=spec.seed + index,
                 name=f"gp_layer_{index + 1}",
                 **spec.extra,
