@@ -13,8 +13,9 @@ from gpflow.keras import tf_keras
 from .layers.likelihood_layer import TrainableLikelihood
 from .mixture import GaussianMixture, unpack_numpy
 from .objectives import mixture_log_density
+from .validation import check_feature_matrix, check_positive_int
 
-__all__ = ["PredictiveMixture", "predict_mixture"]
+__all__ = ["PredictiveMixture", "model_input_spec", "model_likelihood", "predict_mixture"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,37 @@ class PredictiveMixture:
         return self.y_moments()[0]
 
 
+def model_likelihood(
+    model: tf_keras.Model, likelihood: Optional[gpflow.likelihoods.Likelihood] = None
+) -> gpflow.likelihoods.Likelihood:
+    """``likelihood`` if given, else the one held by the model's last layer.
+
+    :raises ValueError: if none is given and the last layer is not a
+        :class:`~gpflux_avdgp.TrainableLikelihood`.
+    """
+    if likelihood is not None:
+        if not isinstance(likelihood, gpflow.likelihoods.Likelihood):
+            raise ValueError(f"likelihood: expected a GPflow likelihood, got {likelihood!r}")
+        return likelihood
+    last = model.layers[-1] if getattr(model, "layers", None) else None
+    if not isinstance(last, TrainableLikelihood):
+        raise ValueError(
+            "likelihood: the model does not end in a TrainableLikelihood layer; pass it"
+        )
+    return last.likelihood
+
+
+def model_input_spec(model: tf_keras.Model) -> tuple[Optional[int], tf.DType]:
+    """``(D, dtype)`` of the model's input: ``D`` is ``None`` when the model has no known
+    input shape, and the dtype then defaults to ``gpflow.default_float()``."""
+    model_inputs = getattr(model, "inputs", None)
+    if not model_inputs:
+        return None, tf.as_dtype(gpflow.default_float())
+    spec = model_inputs[0]
+    width = spec.shape[-1] if spec.shape.rank else None
+    return (None if width is None else int(width)), tf.as_dtype(spec.dtype)
+
+
 def predict_mixture(
     model: tf_keras.Model,
     inputs: np.ndarray,
@@ -79,22 +111,20 @@ def predict_mixture(
     """Predict with ``model`` (prediction mode: deterministic under AR2P).
 
     :param model: a model whose output is a packed mixture.
-    :param inputs: ``[N, D]`` test inputs.
+    :param inputs: ``[N, D]`` test inputs: a finite, non-empty numeric array (integers are
+        converted to the model's float type).
     :param likelihood: defaults to the model's last layer's, if it is a
         :class:`~gpflux_avdgp.TrainableLikelihood`.
     :param batch_size: inputs per forward pass.
+    :raises ValueError: for inputs of the wrong width, rank or dtype, an empty batch, or NaN/inf
+        values (naming the first bad ``[row, column]``).
     """
-    if likelihood is None:
-        last = model.layers[-1] if model.layers else None
-        if not isinstance(last, TrainableLikelihood):
-            raise ValueError(
-                "likelihood: the model does not end in a TrainableLikelihood layer; pass it"
-            )
-        likelihood = last.likelihood
+    likelihood = model_likelihood(model, likelihood)
+    num_features, dtype = model_input_spec(model)
+    inputs = check_feature_matrix("inputs", inputs, num_features)
+    batch_size = check_positive_int("batch_size", batch_size)
     # Keras casts NumPy float inputs to floatx() (float32) in predict; pass a tensor in the
     # model's dtype so float64 models see float64 inputs.
-    model_inputs = getattr(model, "inputs", None)
-    dtype = model_inputs[0].dtype if model_inputs else gpflow.default_float()
     inputs = tf.convert_to_tensor(inputs, dtype=dtype)
     packed = model.predict(inputs, batch_size=batch_size, verbose=0)
     means, variances, log_weights = unpack_numpy(packed)

@@ -7,7 +7,12 @@ from typing import Optional, TypeVar
 
 import numpy as np
 
-__all__ = ["check_positive_int", "check_nonnegative_int", "check_choice"]
+__all__ = [
+    "check_positive_int",
+    "check_nonnegative_int",
+    "check_choice",
+    "check_feature_matrix",
+]
 
 E = TypeVar("E", bound=enum.Enum)
 
@@ -40,3 +45,58 @@ def check_choice(name: str, value: object, choices: type[E]) -> E:
             return member
     allowed = ", ".join(repr(m.value) for m in choices)
     raise ValueError(f"{name}: expected one of {allowed}, got {value!r}")
+
+
+def check_feature_matrix(
+    name: str, value: object, num_features: Optional[int] = None
+) -> np.ndarray:
+    """Return ``value`` as a finite, non-empty numeric array ``[N, D]`` (``D = num_features``).
+
+    Checks, in this order: a numeric (integer or floating) dtype, rank 2, the width
+    ``num_features`` (when given), at least one row, no NaN or infinite value. Each failure is a
+    ``ValueError`` naming ``name`` with the expected and actual value; a NaN/inf error gives the
+    (0-based) ``[row, column]`` of the first bad value.
+
+    :param name: the argument's name in error messages.
+    :param value: an array-like or an eager tensor, ``[N, D]``.
+    :param num_features: the required ``D``; ``None`` accepts any ``D >= 1``.
+    :returns: the input as a NumPy array (not copied when it already is one), ``[N, D]``.
+    """
+    if hasattr(value, "numpy") and callable(value.numpy):  # eager tf.Tensor / tf.Variable
+        value = value.numpy()
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError) as error:  # ragged nested lists, odd objects
+        raise ValueError(
+            f"{name}: expected a numeric array [N, D], got {type(value).__name__} ({error})"
+        ) from None
+    width = "D" if num_features is None else str(num_features)
+    if array.dtype.kind not in "iuf":
+        raise ValueError(
+            f"{name}: expected a numeric (integer or floating) array [N, {width}], got dtype "
+            f"{array.dtype} ({type(value).__name__})"
+        )
+    if array.ndim != 2:
+        hint = " (reshape a vector with x.reshape(-1, 1))" if array.ndim == 1 else ""
+        raise ValueError(
+            f"{name}: expected a 2-d array [N, {width}], got rank {array.ndim} with shape "
+            f"{array.shape}{hint}"
+        )
+    if num_features is not None and array.shape[1] != num_features:
+        raise ValueError(
+            f"{name}: expected {num_features} feature columns [N, {num_features}], got shape "
+            f"{array.shape}"
+        )
+    if array.shape[0] == 0:
+        raise ValueError(f"{name}: empty batch, expected at least one row, got shape {array.shape}")
+    if array.dtype.kind == "f":
+        bad = ~np.isfinite(array)
+        if bad.any():
+            row, col = (int(i) for i in np.argwhere(bad)[0])
+            count = int(bad.sum())
+            plural = "value is" if count == 1 else "values are"
+            raise ValueError(
+                f"{name}: {count} {plural} NaN or inf (first at row {row}, column {col}: "
+                f"{name}[{row}, {col}] = {float(array[row, col])!r})"
+            )
+    return array
