@@ -12,6 +12,7 @@ import_tensorflow_quietly()
 from . import kernels, metrics
 from .conditionals import amortized_conditional, amortized_kl
 from .covariances import pointwise_covariances
+from .export import export
 from .inference import AffineInference, AmortizedParameters, MLPInference
 from .layers import (
     AmortizedGPLayer,
@@ -47,6 +48,7 @@ __all__ = [
     "amortized_conditional",
     "amortized_kl",
     "build_avdgp",
+    "export",
     "kernels",
     "metrics",
     "mixture_log_density",

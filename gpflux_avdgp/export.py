@@ -1,0 +1,331 @@
+"""Export a trained model as a TensorFlow SavedModel that serves without this package.
+
+:func:`export` writes a SavedModel whose signatures need nothing but TensorFlow to run: load
+it with ``tf.saved_model.load(path)`` (or serve it with TF Serving) in a process that has
+never imported ``gpflux_avdgp``, GPflow or GPflux. The model runs in prediction mode
+(``training=False``), so every call with the same inputs returns the same numbers.
+
+Signatures (``x`` is ``[N, D]`` in the model's float type, any ``N >= 1``):
+
+===============  =================  =====================================================
+signature        inputs             outputs
+===============  =================  =====================================================
+``predict_f``    ``x``              ``mean`` ``[N, Q]``, ``variance`` ``[N, Q]`` (mixture
+                                    mean and total variance of the latent ``f``),
+                                    ``component_means`` ``[N, S, Q]``,
+                                    ``component_variances`` ``[N, S, Q]``, ``weights``
+                                    ``[N, S]``
+``predict_y``    ``x``              the same for the targets ``y`` (Bernoulli: ``mean`` is
+                                    ``p(y = 1 | x)``)
+``log_density``  ``x``, ``y``       ``log_density`` ``[N]``: ``log p(y | x)`` under the
+                 (``[N, Q]``)       mixture
+===============  =================  =====================================================
+
+With a standardiser the exported graph takes raw features and answers in the targets'
+original units (means ``* y_std + y_mean``, variances ``* y_std ** 2``, log densities
+``- sum_q log y_std``). The exported object also has a ``metadata()`` function returning a
+JSON string (input dimension, dtype, ``S``, ``Q``, likelihood, standardisation, package
+version), also written to ``assets.extra/gpflux_avdgp_export.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Union
+
+import gpflow
+import numpy as np
+import tensorflow as tf
+from gpflow.keras import tf_keras
+
+from .mixture import GaussianMixture, unpack_numpy
+from .objectives import mixture_log_density
+from .prediction import model_input_spec, model_likelihood
+
+__all__ = ["export", "EXPORT_FORMAT", "METADATA_FILE", "SIGNATURES"]
+
+#: ``format`` field of the metadata.
+EXPORT_FORMAT = "gpflux_avdgp.export/1"
+#: The metadata file, relative to the SavedModel folder.
+METADATA_FILE = os.path.join("assets.extra", "gpflux_avdgp_export.json")
+#: Names of the serving signatures.
+SIGNATURES = ("predict_f", "predict_y", "log_density")
+
+ArrayLike = Union[np.ndarray, float, list]
+
+
+@dataclass(frozen=True)
+class _Scaling:
+    """Affine maps between raw and model units: ``x_model = (x - x_mean) / x_std`` and
+    ``y = y_model * y_std + y_mean``."""
+
+    x_mean: np.ndarray  # [D]
+    x_std: np.ndarray  # [D]
+    y_mean: np.ndarray  # [Q]
+    y_std: np.ndarray  # [Q]
+    inputs: bool  # whether x is standardised
+    targets: bool  # whether y is standardised
+
+
+def _vector(name: str, value: object, length: int, positive: bool) -> np.ndarray:
+    """``value`` (a scalar or ``[length]``) as a finite float64 vector ``[length]``."""
+    try:
+        array = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: expected numbers, got {value!r}") from None
+    if array.ndim == 0:
+        array = np.full(length, float(array))
+    if array.shape != (length,):
+        raise ValueError(f"{name}: expected a scalar or shape ({length},), got {array.shape}")
+    if not np.isfinite(array).all():
+        raise ValueError(f"{name}: expected finite values, got {array.tolist()}")
+    if positive and (array <= 0).any():
+        raise ValueError(f"{name}: expected positive values, got {array.tolist()}")
+    return array
+
+
+def _scaling(
+    standardizer: object,
+    x_mean: Optional[ArrayLike],
+    x_std: Optional[ArrayLike],
+    y_mean: Optional[ArrayLike],
+    y_std: Optional[ArrayLike],
+    input_dim: int,
+    output_dim: int,
+) -> _Scaling:
+    explicit = {"x_mean": x_mean, "x_std": x_std, "y_mean": y_mean, "y_std": y_std}
+    if standardizer is not None:
+        given = [name for name, value in explicit.items() if value is not None]
+        if given:
+            raise ValueError(
+                f"standardizer: give either a standardizer or {', '.join(given)}, not both"
+            )
+        if isinstance(standardizer, dict):
+            explicit = {name: standardizer.get(name) for name in explicit}
+        else:
+            explicit = {name: getattr(standardizer, name, None) for name in explicit}
+        missing = [name for name, value in explicit.items() if value is None]
+        if missing:
+            raise ValueError(
+                f"standardizer: expected x_mean, x_std, y_mean and y_std (like "
+                f"experiments.data.Standardizer), {', '.join(missing)} missing in "
+                f"{type(standardizer).__name__}"
+            )
+    for first, second in (("x_mean", "x_std"), ("y_mean", "y_std")):
+        if (explicit[first] is None) != (explicit[second] is None):
+            raise ValueError(f"{first}, {second}: give both or neither")
+    inputs, targets = explicit["x_mean"] is not None, explicit["y_mean"] is not None
+    scaled_y_mean = _vector("y_mean", explicit["y_mean"] if targets else 0.0, output_dim, False)
+    scaled_y_std = _vector("y_std", explicit["y_std"] if targets else 1.0, output_dim, True)
+    # y_mean = 0, y_std = 1 (a classification Standardizer) is no target scaling at all
+    identity = not scaled_y_mean.any() and bool(np.all(scaled_y_std == 1.0))
+    return _Scaling(
+        x_mean=_vector("x_mean", explicit["x_mean"] if inputs else 0.0, input_dim, False),
+        x_std=_vector("x_std", explicit["x_std"] if inputs else 1.0, input_dim, True),
+        y_mean=scaled_y_mean,
+        y_std=scaled_y_std,
+        inputs=inputs,
+        targets=targets and not identity,
+    )
+
+
+def _checked_batch(name: str, tensor: tf.Tensor, width: int) -> tf.Tensor:
+    """``tensor`` ``[N, width]`` after runtime checks of its shape, ``N >= 1`` and finiteness.
+
+    A loaded SavedModel's ``signatures[...]`` functions check the dtype of their inputs but not
+    the shape, so the shape is checked in the graph (``EnsureShape``: "Shape of tensor x [2,4]
+    is not compatible with expected shape [?,3]").
+    """
+    tensor = tf.ensure_shape(tensor, [None, width])
+    tf.debugging.assert_positive(
+        tf.shape(tensor)[0], message=f"{name}: empty batch, expected at least one row"
+    )
+    return tf.debugging.check_numerics(tensor, message=f"{name}: contains NaN or inf")
+
+
+def _moments(weights: tf.Tensor, means: tf.Tensor, variances: tf.Tensor) -> dict:
+    """Mixture mean and total variance ``[N, Q]`` and the components, as a signature output."""
+    mean = tf.reduce_sum(weights[..., None] * means, axis=-2)  # [N, Q]
+    centred = means - mean[:, None, :]  # [N, S, Q]
+    variance = tf.reduce_sum(weights[..., None] * (variances + centred**2), axis=-2)  # [N, Q]
+    return {
+        "mean": mean,
+        "variance": variance,
+        "component_means": means,
+        "component_variances": variances,
+        "weights": weights,
+    }
+
+
+class _ServingModule(tf.Module):
+    """The exported object: three signatures and ``metadata``, closing over the model.
+
+    The Keras model is deliberately not an attribute (saving would then try to serialise every
+    layer's ``call``); its variables are, so the functions' captured variables are saved.
+    """
+
+    def __init__(
+        self,
+        model: tf_keras.Model,
+        likelihood: gpflow.likelihoods.Likelihood,
+        scaling: _Scaling,
+        dtype: tf.DType,
+        input_dim: int,
+        output_dim: int,
+        metadata_json: str,
+    ):
+        super().__init__(name="gpflux_avdgp_export")
+        variables, seen = [], set()
+        for variable in [*model.variables, *likelihood.variables]:
+            if id(variable) not in seen:
+                seen.add(id(variable))
+                variables.append(variable)
+        self.model_variables = variables
+
+        x_mean, x_std = tf.constant(scaling.x_mean, dtype), tf.constant(scaling.x_std, dtype)
+        y_mean, y_std = tf.constant(scaling.y_mean, dtype), tf.constant(scaling.y_std, dtype)
+        log_y_scale = tf.constant(np.sum(np.log(scaling.y_std)), dtype)
+        x_spec = tf.TensorSpec([None, input_dim], dtype, name="x")
+        y_spec = tf.TensorSpec([None, output_dim], dtype, name="y")
+
+        def mixture(x: tf.Tensor) -> GaussianMixture:
+            x = _checked_batch("x", x, input_dim)  # [N, D]
+            if scaling.inputs:
+                x = (x - x_mean) / x_std
+            return GaussianMixture.unpack(model(x, training=False))  # [N, S, .]
+
+        def to_original_units(moments: tuple[tf.Tensor, tf.Tensor]) -> tuple:
+            means, variances = moments  # [N, S, Q]
+            if not scaling.targets:
+                return means, variances
+            return means * y_std + y_mean, variances * y_std**2
+
+        @tf.function(input_signature=[x_spec])
+        def predict_f(x: tf.Tensor) -> dict:
+            f = mixture(x)
+            return _moments(f.weights, *to_original_units((f.means, f.variances)))
+
+        @tf.function(input_signature=[x_spec])
+        def predict_y(x: tf.Tensor) -> dict:
+            f = mixture(x)
+            y_moments = likelihood.predict_mean_and_var(None, f.means, f.variances)
+            return _moments(f.weights, *to_original_units(y_moments))
+
+        @tf.function(input_signature=[x_spec, y_spec])
+        def log_density(x: tf.Tensor, y: tf.Tensor) -> dict:
+            y = _checked_batch("y", y, output_dim)  # [N, Q]
+            tf.debugging.assert_equal(
+                tf.shape(y)[0], tf.shape(x)[0], message="y: expected one row per row of x"
+            )
+            f = mixture(x)
+            if scaling.targets:
+                y = (y - y_mean) / y_std
+            value = mixture_log_density(likelihood, f, y)  # [N]
+            if scaling.targets:
+                value = value - log_y_scale
+            return {"log_density": value}
+
+        @tf.function(input_signature=[])
+        def metadata() -> tf.Tensor:
+            return tf.constant(metadata_json)
+
+        self.predict_f = predict_f
+        self.predict_y = predict_y
+        self.log_density = log_density
+        self.metadata = metadata
+        # Tracing captures more than ``model.variables``: e.g. the layers' metric counters
+        # (``add_metric`` in ``call``). Track whatever the traced graphs capture.
+        for function in (predict_f, predict_y, log_density):
+            for variable in function.get_concrete_function().variables:
+                if id(variable) not in seen:
+                    seen.add(id(variable))
+                    variables.append(variable)
+        self.model_variables = variables
+
+
+def export(
+    model: tf_keras.Model,
+    path: Union[str, "os.PathLike[str]"],
+    *,
+    likelihood: Optional[gpflow.likelihoods.Likelihood] = None,
+    standardizer: object = None,
+    x_mean: Optional[ArrayLike] = None,
+    x_std: Optional[ArrayLike] = None,
+    y_mean: Optional[ArrayLike] = None,
+    y_std: Optional[ArrayLike] = None,
+) -> Path:
+    """Write ``model`` as a TensorFlow SavedModel with the signatures ``predict_f``,
+    ``predict_y`` and ``log_density`` (see the module docstring), loadable with plain
+    TensorFlow.
+
+    :param model: a trained model whose output is a packed mixture ``[B, S, 2 Q + 1]`` and
+        whose input shape ``[B, D]`` is known (built with ``tf_keras.Input``).
+    :param path: folder to write (created; a previous export there is overwritten).
+    :param likelihood: defaults to the one held by the model's
+        :class:`~gpflux_avdgp.TrainableLikelihood`.
+    :param standardizer: an object or ``dict`` with ``x_mean`` ``[D]``, ``x_std`` ``[D]``,
+        ``y_mean`` and ``y_std`` (scalars or ``[Q]``), such as
+        :class:`~gpflux_avdgp.experiments.data.Standardizer`: the export then takes raw
+        features and returns moments and log densities in the targets' original units.
+    :param x_mean: instead of ``standardizer``: input means ``[D]`` (with ``x_std``).
+    :param x_std: input standard deviations ``[D]``, positive.
+    :param y_mean: target mean, scalar or ``[Q]`` (with ``y_std``); Gaussian likelihood only.
+    :param y_std: target standard deviation, scalar or ``[Q]``, positive.
+    :returns: ``path`` as a :class:`~pathlib.Path`.
+    :raises ValueError: for a model without a known input shape or likelihood, bad
+        standardisation statistics, target scaling with a non-Gaussian likelihood, or a
+        ``path`` that is a file.
+    """
+    if not isinstance(model, tf_keras.Model):
+        raise ValueError(f"model: expected a tf_keras.Model, got {type(model).__name__}")
+    likelihood = model_likelihood(model, likelihood)
+    input_dim, dtype = model_input_spec(model)
+    if input_dim is None:
+        raise ValueError(
+            "model: its input shape is unknown; build it with tf_keras.Input((D,), dtype=...)"
+        )
+    target = Path(os.fspath(path))
+    if target.exists() and not target.is_dir():
+        raise ValueError(f"path: {target} is a file, expected a folder for the SavedModel")
+
+    # One eager call creates every lazily built weight and metric before tracing.
+    packed = model(tf.zeros([2, input_dim], dtype), training=False)
+    means, _, log_weights = unpack_numpy(np.asarray(packed))
+    num_components, output_dim = int(log_weights.shape[1]), int(means.shape[2])
+
+    scaling = _scaling(standardizer, x_mean, x_std, y_mean, y_std, input_dim, output_dim)
+    if scaling.targets and not isinstance(likelihood, gpflow.likelihoods.Gaussian):
+        raise ValueError(
+            "y_mean, y_std: target standardisation needs a Gaussian likelihood, the model has "
+            f"{type(likelihood).__name__} (use y_mean=0, y_std=1 or leave them out)"
+        )
+    from . import __version__
+
+    metadata = {
+        "format": EXPORT_FORMAT,
+        "gpflux_avdgp_version": __version__,
+        "tensorflow_version": tf.__version__,
+        "model_name": model.name,
+        "input_dim": input_dim,
+        "output_dim": output_dim,
+        "num_components": num_components,
+        "dtype": dtype.name,
+        "likelihood": type(likelihood).__name__,
+        "signatures": list(SIGNATURES),
+        "standardized_inputs": scaling.inputs,
+        "standardized_targets": scaling.targets,
+        "x_mean": scaling.x_mean.tolist() if scaling.inputs else None,
+        "x_std": scaling.x_std.tolist() if scaling.inputs else None,
+        "y_mean": scaling.y_mean.tolist() if scaling.targets else None,
+        "y_std": scaling.y_std.tolist() if scaling.targets else None,
+    }
+    metadata_json = json.dumps(metadata, indent=2)
+    module = _ServingModule(model, likelihood, scaling, dtype, input_dim, output_dim, metadata_json)
+    signatures = {name: getattr(module, name) for name in SIGNATURES}
+    tf.saved_model.save(module, str(target), signatures=signatures)
+    (target / METADATA_FILE).parent.mkdir(exist_ok=True)
+    (target / METADATA_FILE).write_text(metadata_json)
+    return target
