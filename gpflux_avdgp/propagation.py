@@ -16,7 +16,11 @@ rule        ``F``                            ``h``
 ``ar2p``    ``m_s + xi_s sqrt(v_s)``         ``sum_s w_s m_s``
 ==========  ===============================  ==========================
 
-``eps`` is drawn independently for every datapoint, component and dimension. When the input
+``eps`` is drawn independently for every datapoint, component and dimension, from a stateless
+generator keyed by ``seed`` (so a run restored from a checkpoint, or compiled with XLA, draws
+the same numbers); with ``common_draws=True`` one set of ``S`` draws is shared by all datapoints
+(common random numbers: prediction is then deterministic and independent of batching, like the
+sigma points of AR2P). When the input
 mixture has one component (the output of the first layer) it is expanded to ``S`` components;
 otherwise component ``s`` feeds component ``s`` (paired propagation, as in DSPP). A
 deterministic input (rank-2 tensor) is used as is: ``F = h = x`` with one component, which is
@@ -34,7 +38,7 @@ import tensorflow as tf
 from .mixture import GaussianMixture
 from .validation import check_choice, check_positive_int
 
-__all__ = ["PropagationRule", "Propagated", "propagate"]
+__all__ = ["PropagationRule", "Propagated", "propagate", "stateless_seed"]
 
 
 class PropagationRule(str, enum.Enum):
@@ -47,6 +51,22 @@ class PropagationRule(str, enum.Enum):
     @property
     def is_sampled(self) -> bool:
         return self is not PropagationRule.AR2P
+
+
+def stateless_seed(seed: Optional[int | tf.Tensor]) -> tf.Tensor:
+    """A shape-``[2]`` ``int64`` key for ``tf.random.stateless_*`` ops.
+
+    :param seed: an int ``s`` (key ``[s, 0]``), a shape-``[2]`` integer tensor (used as is), or
+        ``None`` (a fresh key from TF's global generator: different on every call).
+    """
+    if seed is None:
+        return tf.random.uniform([2], maxval=tf.int64.max, dtype=tf.int64)
+    if isinstance(seed, (int, np.integer)):
+        return tf.constant([int(seed), 0], dtype=tf.int64)
+    seed = tf.cast(seed, tf.int64)
+    if seed.shape.rank != 1 or seed.shape[0] != 2:
+        raise ValueError(f"seed: expected an int or a shape-[2] integer tensor, got {seed.shape}")
+    return seed
 
 
 class Propagated(NamedTuple):
@@ -64,7 +84,8 @@ def propagate(
     num_points: int,
     sigma_points: Optional[tf.Tensor] = None,
     log_weights: Optional[tf.Tensor] = None,
-    seed: Optional[int] = None,
+    seed: Optional[int | tf.Tensor] = None,
+    common_draws: bool = False,
 ) -> Propagated:
     """Apply ``rule`` to a (non-deterministic) input mixture.
 
@@ -76,7 +97,10 @@ def propagate(
     :param log_weights: ``[S]`` normalised log weights for an expanded mixture under AR2P (the
         model's shared ``omega``); ignored when the input already has ``S`` components, whose
         weights are kept.
-    :param seed: op seed for the Monte Carlo draws.
+    :param seed: key of the stateless Monte Carlo draws: an int, or a shape-``[2]`` integer
+        tensor (e.g. ``[layer seed, step counter]``); ``None`` draws a fresh key from TF's
+        global generator on every call.
+    :param common_draws: share one set of draws ``[S, D]`` across the datapoints.
     """
     rule = check_choice("rule", rule, PropagationRule)
     num_points = check_positive_int("num_points", num_points)
@@ -88,10 +112,12 @@ def propagate(
             raise ValueError("sigma_points: required by rule 'ar2p'")
         scale_draws = sigma_points[None, :, :]  # [1, S, D]
     else:
-        batch = tf.shape(means)[0]
+        batch = 1 if common_draws else tf.shape(means)[0]
         count = num_points if expand else tf.shape(means)[1]
         shape = tf.stack([batch, count, tf.shape(means)[2]])
-        scale_draws = tf.random.normal(shape, dtype=means.dtype, seed=seed)  # [B, S, D]
+        scale_draws = tf.random.stateless_normal(
+            shape, seed=stateless_seed(seed), dtype=means.dtype
+        )  # [B, S, D] ([1, S, D] with common draws)
     locations = means + scale_draws * tf.sqrt(tf.maximum(variances, 0.0))  # [B, S, D]
     batch_ones = tf.ones_like(locations[..., 0])  # [B, S]
 

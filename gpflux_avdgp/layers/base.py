@@ -56,6 +56,12 @@ class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer):
     :param num_predict_points: ``S`` at prediction (``training=False``) for AR1/AR2, default
         ``num_points`` (AR2) or 32 (AR1). AR2P is deterministic and must use ``num_points``.
     :param seed: seed for initialisers and Monte Carlo draws.
+    :param noise_seed: key of the Monte Carlo draws of AR1/AR2 (default ``seed``, or drawn
+        from NumPy's global generator when ``seed`` is ``None``; saved in the config). Draws
+        are stateless: training draw ``t`` uses the key ``[noise_seed, t]``, with ``t`` a
+        saved step counter (the ``draw_counter`` weight), so a model restored from a
+        checkpoint continues with the same draws; prediction uses the fixed key
+        ``[noise_seed, 0]`` and one set of draws shared by all datapoints (deterministic).
     """
 
     def __init__(
@@ -66,6 +72,7 @@ class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer):
         num_points: Optional[int] = None,
         num_predict_points: Optional[int] = None,
         seed: Optional[int] = None,
+        noise_seed: Optional[int] = None,
         **kwargs,
     ):
         kwargs.setdefault("dtype", gpflow.default_float())
@@ -91,6 +98,11 @@ class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer):
                 f"must equal num_points ({self.num_points}), got {self.num_predict_points}"
             )
         self.seed = seed
+        if noise_seed is None:
+            noise_seed = seed if seed is not None else int(np.random.randint(2**31 - 1))
+        if not isinstance(noise_seed, (int, np.integer)) or isinstance(noise_seed, bool):
+            raise ValueError(f"noise_seed: expected an int, got {noise_seed!r}")
+        self.noise_seed = int(noise_seed)
 
     # ---------------------------------------------------------------- build and inputs
     def build(self, input_shape: tf.TensorShape) -> None:
@@ -113,6 +125,16 @@ class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer):
                 f"mixture [batch, components, 2 * D + 1], got shape {input_shape}"
             )
         self._build_sigma_points()
+        self.draw_counter = None
+        if self.rule.is_sampled and self.input_components is not None:
+            self.draw_counter = self.add_weight(
+                name="draw_counter",
+                shape=(),
+                dtype=tf.int64,
+                initializer=tf_keras.initializers.Zeros(),
+                trainable=False,
+                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+            )  # training draws so far; keys the stateless Monte Carlo draws
         super().build(input_shape)
 
     @property
@@ -179,8 +201,16 @@ class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer):
             num_points=self._resolved_num_points(training),
             sigma_points=self.sigma_points,
             log_weights=log_weights,
-            seed=self.seed,
+            seed=self._draw_key(training),
+            common_draws=not training,
         )
+
+    def _draw_key(self, training: bool) -> Optional[tf.Tensor]:
+        """``[noise_seed, t]``: ``t`` counts training calls (advanced here); 0 at prediction."""
+        if self.draw_counter is None:
+            return None
+        step = self.draw_counter.assign_add(1) if training else tf.zeros([], tf.int64)
+        return tf.stack([tf.constant(self.noise_seed, tf.int64), step])
 
     # ---------------------------------------------------------------- call
     def _components(
@@ -219,5 +249,6 @@ class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer):
             num_points=self.num_points,
             num_predict_points=self.num_predict_points,
             seed=self.seed,
+            noise_seed=self.noise_seed,
         )
         return config
