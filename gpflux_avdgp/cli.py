@@ -1,4 +1,5 @@
-"""The ``avdgp`` command line: ``demo``, ``fit`` and ``bench`` (also ``python -m gpflux_avdgp``).
+"""The ``avdgp`` command line: ``demo``, ``fit``, ``bench``, ``predict`` and ``export`` (also
+``python -m gpflux_avdgp``).
 
 Bad input (missing file, malformed data, unknown option, impossible setting) ends with a
 one-line message on stderr and exit status 2, never a traceback. Set ``AVDGP_DEBUG=1`` to see
@@ -12,8 +13,11 @@ import dataclasses
 import json
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
+
+import numpy as np
 
 __all__ = ["main", "build_parser"]
 
@@ -77,7 +81,8 @@ RULE_CHOICES = ("ar1", "ar2", "ar2p", "ar2pp")
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="avdgp",
-        description="Amortized variational deep Gaussian processes: demo, fit and benchmark.",
+        description="Amortized variational deep Gaussian processes: demo, fit, benchmark, "
+        "predict with and export saved models.",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
@@ -156,6 +161,33 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--data-root", help="folder of UCI data sets (../shared/data/uci)")
     bench.add_argument("--out", default="avdgp-bench", help="output folder (avdgp-bench)")
     bench.add_argument("--quiet", action="store_true", help="no progress output")
+
+    predict = commands.add_parser(
+        "predict",
+        help="predict DATA with a model saved by 'avdgp fit --save'",
+        description="Predict every row of DATA (the formats of 'fit') with the model in "
+        "MODEL_DIR, in the targets' original units. DATA has the model's D feature columns, "
+        "or D + 1 with the target column (dropped; --target picks it, default: the one "
+        "used by 'fit'). Writes CSV: mean,std,lower_95,upper_95 (regression) or "
+        "probability,label (classification), one row per DATA row.",
+    )
+    predict.add_argument("model_dir", metavar="MODEL_DIR")
+    predict.add_argument("data", metavar="DATA")
+    predict.add_argument("--out", metavar="FILE", help="CSV file to write (default: stdout)")
+    predict.add_argument(
+        "--target", type=_target, help="target column of DATA with D + 1 columns (as in fit)"
+    )
+    predict.add_argument("--batch-size", type=_positive_int, default=1000)
+
+    export = commands.add_parser(
+        "export",
+        help="export a model saved by 'avdgp fit --save' as a TensorFlow SavedModel",
+        description="Write a TensorFlow SavedModel with the signatures predict_f, predict_y "
+        "and log_density that serves with TensorFlow alone (no gpflux_avdgp, GPflow or "
+        "GPflux). It takes raw features and answers in the targets' original units.",
+    )
+    export.add_argument("model_dir", metavar="MODEL_DIR")
+    export.add_argument("export_dir", metavar="EXPORT_DIR")
     return parser
 
 
@@ -185,7 +217,9 @@ def _fit(args) -> int:
     _check_output_paths(args.json, args.save)
     dataset = load_dataset(args.data, target=args.target)
     classification = args.task == "classification"
+    classes = None
     if classification:
+        classes = np.unique(dataset.targets).tolist()  # checked to be 2 just below
         dataset = dataclasses.replace(dataset, targets=check_binary_targets(dataset.targets))
     split = split_dataset(
         dataset,
@@ -219,15 +253,31 @@ def _fit(args) -> int:
         split,
         config,
         dataset=dataset.name,
-        standardizer=None if classification else scaler,
+        standardizer=scaler,  # classification: inputs only (y_mean 0, y_std 1)
         stream=_stream(args),
         save_dir=Path(args.save) if args.save else None,
     )
+    if args.save:
+        _record_data_columns(Path(args.save), args, dataset, classes)
     _print_record(record)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(record, indent=2))
     return 0
+
+
+def _record_data_columns(directory: Path, args, dataset, classes: Optional[list]) -> None:
+    """Add the data layout to ``run.json``, for ``predict`` and ``export``: the target column,
+    the feature and target names and (classification) the two original label values."""
+    path = directory / "run.json"
+    info = json.loads(path.read_text())
+    info["data"] = {
+        "target": args.target,
+        "feature_names": dataset.feature_names,
+        "target_name": dataset.target_name,
+        "classes": classes,
+    }
+    path.write_text(json.dumps(info, indent=2))
 
 
 def _check_output_paths(json_file: Optional[str], save_dir: Optional[str]) -> None:
@@ -292,7 +342,289 @@ def _bench(args) -> int:
     return 0
 
 
-COMMANDS = {"demo": _demo, "fit": _fit, "bench": _bench}
+# ---------------------------------------------------------------------------------------------
+# predict and export: models saved by ``fit --save``
+# ---------------------------------------------------------------------------------------------
+
+#: Levels of the central 95% predictive interval written by ``predict``.
+INTERVAL_95 = (0.025, 0.975)
+
+
+@dataclass
+class SavedRun:
+    """A model saved by ``avdgp fit --save`` with what ``run.json`` says about it.
+
+    :param model: the Keras model, loaded from ``model.keras``.
+    :param standardizer: the inputs' (and regression targets') standardiser.
+    :param task: ``"regression"`` or ``"classification"``.
+    :param dtype: ``"float64"`` or ``"float32"``.
+    :param label: the model's label, e.g. ``"avdgp-ar2p"``.
+    :param data: the data layout recorded by ``fit`` (``target``, ``feature_names``,
+        ``target_name``, ``classes``); empty for runs saved before it was recorded.
+    """
+
+    model: Any
+    standardizer: Any
+    task: str
+    dtype: str
+    label: str
+    data: dict
+
+    @property
+    def num_features(self) -> int:
+        return int(self.model.inputs[0].shape[-1])
+
+
+def _load_keras_model(path: Path, command: str):
+    """``path`` (a ``.keras`` file) as a model; a file that does not load is a UsageError."""
+    try:
+        from .saving import ModelFileError, load_model
+    except ImportError:  # before gpflux_avdgp.saving existed
+        from gpflow.keras import tf_keras
+
+        ModelFileError, load_model = (), tf_keras.models.load_model
+    try:
+        return load_model(str(path))
+    except ModelFileError as error:
+        raise UsageError(f"avdgp {command}: {_one_line(error)}") from error
+    except Exception as error:  # noqa: BLE001 - a corrupt file fails in many ways
+        raise UsageError(
+            f"avdgp {command}: {path}: could not load the model ({type(error).__name__}: "
+            f"{_one_line(error)[:300]})"
+        ) from error
+
+
+def _one_line(error: Exception) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def _load_saved_run(model_dir: str, command: str) -> SavedRun:
+    """Read ``MODEL_DIR`` (``run.json`` and ``model.keras``) or raise a one-line UsageError."""
+    from .experiments.data import Standardizer
+    from .experiments.runner import FLOAT_TYPES, float_type
+
+    where = f"avdgp {command}: MODEL_DIR {model_dir}"
+    directory = Path(model_dir)
+    if not directory.exists():
+        raise UsageError(f"{where}: no such folder")
+    if not directory.is_dir():
+        raise UsageError(f"{where}: is a file, expected a folder written by 'avdgp fit --save'")
+    run_file = directory / "run.json"
+    if not run_file.is_file():
+        raise UsageError(
+            f"avdgp {command}: {run_file}: missing; MODEL_DIR must be a folder written by "
+            "'avdgp fit --save'"
+        )
+    try:
+        info = json.loads(run_file.read_text())
+        spec, result = info["spec"], info.get("result") or {}
+        task, dtype = spec["task"], result.get("dtype", "float64")
+        keras_file = info.get("keras_file", "model.keras")
+        scaling = info.get("standardizer")
+        data = info.get("data") or {}
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise UsageError(
+            f"avdgp {command}: {run_file}: not a run description written by 'avdgp fit "
+            f"--save' ({type(e).__name__}: {_one_line(e)[:200]})"
+        ) from None
+    if task not in ("regression", "classification") or dtype not in FLOAT_TYPES:
+        raise UsageError(f"avdgp {command}: {run_file}: unknown task {task!r} or dtype {dtype!r}")
+    label = result.get("label") or spec.get("model", "model")
+    if keras_file is None:
+        raise UsageError(
+            f"{where}: holds no model.keras (the {label} model could not be serialised when it "
+            "was saved); fit it again with a newer 'avdgp fit --save'"
+        )
+    model_file = directory / keras_file
+    if not model_file.is_file():
+        raise UsageError(f"avdgp {command}: {model_file}: missing")
+    if scaling is None:
+        raise UsageError(
+            f"avdgp {command}: {run_file}: records no standardiser (saved by an older 'avdgp "
+            "fit' for classification), so raw features cannot be mapped; fit it again with "
+            "--save"
+        )
+    with float_type(dtype):
+        model = _load_keras_model(model_file, command)
+    try:
+        standardizer = Standardizer(
+            x_mean=np.asarray(scaling["x_mean"], dtype=np.float64),
+            x_std=np.asarray(scaling["x_std"], dtype=np.float64),
+            y_mean=float(scaling["y_mean"]),
+            y_std=float(scaling["y_std"]),
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        raise UsageError(
+            f"avdgp {command}: {run_file}: bad standardizer ({type(e).__name__}: {e})"
+        ) from None
+    saved = SavedRun(model, standardizer, task, dtype, label, data)
+    if standardizer.x_mean.shape != (saved.num_features,):
+        raise UsageError(
+            f"avdgp {command}: {run_file}: the standardizer has {standardizer.x_mean.size} "
+            f"input means, the model takes {saved.num_features} features"
+        )
+    return saved
+
+
+def _feature_columns(data: str, num_features: int, target) -> np.ndarray:
+    """Read DATA's feature columns ``[N, D]``: DATA holds exactly the ``D`` features, or
+    ``D + 1`` columns one of which is the target (chosen by ``target``), which is dropped."""
+    from .experiments.data import DataError, load_dataset
+
+    lower = data.lower()
+    try:
+        dataset = load_dataset(data, min_rows=1)  # target -1: the last column
+    except DataError as error:
+        if "found 1 column" not in str(error):
+            raise
+        if num_features != 1:
+            raise UsageError(
+                f"avdgp predict: DATA {data} has 1 column, the model expects {num_features} "
+                f"features (or {num_features + 1} with the target)"
+            ) from None
+        return _single_column(data)  # the one feature of a one-feature model
+    if lower.endswith(".npz"):
+        if dataset.num_features != num_features:
+            raise UsageError(
+                f"avdgp predict: DATA {data}: array 'X' has {dataset.num_features} columns, "
+                f"the model expects {num_features} features"
+            )
+        return np.asarray(dataset.inputs)
+    columns = dataset.num_features + 1
+    if columns == num_features:  # no target: every column is a feature, in file order
+        return np.column_stack([dataset.inputs, dataset.targets])
+    if columns != num_features + 1:
+        raise UsageError(
+            f"avdgp predict: DATA {data} has {columns} columns, the model expects "
+            f"{num_features} features (or {num_features + 1} with the target)"
+        )
+    if target in (None, -1, columns - 1):
+        return np.asarray(dataset.inputs)
+    return np.asarray(load_dataset(data, target=target, min_rows=1).inputs)
+
+
+def _single_column(data: str) -> np.ndarray:
+    """A one-column CSV file as ``[N, 1]`` (``load_dataset`` needs a target column too)."""
+    from .experiments.data import _check_finite_table, _read_csv
+
+    path = Path(data)
+    table = _read_csv(path, data)
+    _check_finite_table(table, path, data)
+    return table.values
+
+
+def _check_output_file(command: str, option: str, value: Optional[str]) -> None:
+    if value is None:
+        return
+    path = Path(value)
+    if path.is_dir():
+        raise UsageError(f"avdgp {command}: {option} {value}: is a folder, expected a file name")
+    existing = next((p for p in path.absolute().parents if p.exists()), Path("."))
+    if not existing.is_dir() or not os.access(existing, os.W_OK):
+        raise UsageError(f"avdgp {command}: {option} {value}: {existing} is not writable")
+
+
+def _format(value: float) -> str:
+    return repr(float(value))
+
+
+def _prediction_rows(saved: SavedRun, inputs: np.ndarray, batch_size: int) -> list[list[str]]:
+    """The CSV rows (header first) of ``predict`` for raw features ``inputs`` ``[N, D]``."""
+    from . import metrics
+    from .experiments.runner import float_type
+    from .prediction import predict_mixture
+
+    scaler = saved.standardizer
+    with float_type(saved.dtype):
+        prediction = predict_mixture(saved.model, scaler.transform_x(inputs), batch_size=batch_size)
+    if prediction.y_means.shape[-1] != 1:
+        raise UsageError(
+            f"avdgp predict: the model has {prediction.y_means.shape[-1]} outputs; predict "
+            "writes one target per row"
+        )
+    if saved.task == "classification":
+        probability = prediction.class_probabilities()[:, 0]  # [N]
+        classes = saved.data.get("classes") or [0.0, 1.0]
+        labels = [classes[1] if p > 0.5 else classes[0] for p in probability]
+        rows = [["probability", "label"]]
+        rows += [[_format(p), f"{label:g}"] for p, label in zip(probability, labels)]
+        return rows
+    weights = prediction.weights  # [N, S]
+    means, variances = metrics.rescale_mixture(
+        prediction.y_means[..., 0], prediction.y_variances[..., 0], scaler.y_std, scaler.y_mean
+    )  # [N, S] each, original units
+    mean, variance = metrics.mixture_mean_and_variance(weights, means, variances)  # [N]
+    bounds = metrics.mixture_quantiles(weights, means, variances, INTERVAL_95)  # [N, 2]
+    rows = [["mean", "std", "lower_95", "upper_95"]]
+    rows += [
+        [_format(m), _format(np.sqrt(v)), _format(lo), _format(hi)]
+        for m, v, (lo, hi) in zip(mean, variance, bounds)
+    ]
+    return rows
+
+
+def _predict(args) -> int:
+    import csv
+
+    _check_output_file("predict", "--out", args.out)
+    saved = _load_saved_run(args.model_dir, "predict")
+    target = args.target if args.target is not None else saved.data.get("target")
+    inputs = _feature_columns(args.data, saved.num_features, target)
+    rows = _prediction_rows(saved, inputs, args.batch_size)
+    if args.out is None:
+        csv.writer(sys.stdout, lineterminator="\n").writerows(rows)
+        return 0
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle, lineterminator="\n").writerows(rows)
+    print(f"{saved.label}: {len(rows) - 1} predictions ({', '.join(rows[0])}) in {out}")
+    return 0
+
+
+def _check_export_dir(value: str) -> None:
+    path = Path(value)
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"avdgp export: EXPORT_DIR {value}: is a file, expected a folder")
+    if path.is_dir() and any(path.iterdir()) and not (path / "saved_model.pb").is_file():
+        raise UsageError(
+            f"avdgp export: EXPORT_DIR {value}: is a non-empty folder that holds no export; "
+            "choose a new folder (a previous export is overwritten)"
+        )
+    existing = next((p for p in [path, *path.absolute().parents] if p.exists()), Path("."))
+    if not os.access(existing, os.W_OK):
+        raise UsageError(f"avdgp export: EXPORT_DIR {value}: {existing} is not writable")
+
+
+def _export(args) -> int:
+    from .experiments.runner import float_type
+    from .export import SIGNATURES, export
+
+    _check_export_dir(args.export_dir)
+    saved = _load_saved_run(args.model_dir, "export")
+    extra = {
+        "task": saved.task,
+        "label": saved.label,
+        "feature_names": saved.data.get("feature_names"),
+        "target_name": saved.data.get("target_name"),
+        "classes": saved.data.get("classes"),
+    }
+    with float_type(saved.dtype):
+        path = export(saved.model, args.export_dir, standardizer=saved.standardizer, metadata=extra)
+    print(
+        f"{saved.label}: exported to {path} (signatures {', '.join(SIGNATURES)}; input x "
+        f"[N, {saved.num_features}] {saved.dtype} raw features, outputs in original units)"
+    )
+    return 0
+
+
+COMMANDS = {
+    "demo": _demo,
+    "fit": _fit,
+    "bench": _bench,
+    "predict": _predict,
+    "export": _export,
+}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

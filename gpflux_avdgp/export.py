@@ -256,6 +256,7 @@ def export(
     x_std: Optional[ArrayLike] = None,
     y_mean: Optional[ArrayLike] = None,
     y_std: Optional[ArrayLike] = None,
+    metadata: Optional[dict] = None,
 ) -> Path:
     """Write ``model`` as a TensorFlow SavedModel with the signatures ``predict_f``,
     ``predict_y`` and ``log_density`` (see the module docstring), loadable with plain
@@ -274,6 +275,8 @@ def export(
     :param x_std: input standard deviations ``[D]``, positive.
     :param y_mean: target mean, scalar or ``[Q]`` (with ``y_std``); Gaussian likelihood only.
     :param y_std: target standard deviation, scalar or ``[Q]``, positive.
+    :param metadata: extra JSON-able entries for the metadata (e.g. feature names); they may
+        not replace the entries the export writes.
     :returns: ``path`` as a :class:`~pathlib.Path`.
     :raises ValueError: for a model without a known input shape or likelihood, bad
         standardisation statistics, target scaling with a non-Gaussian likelihood, or a
@@ -304,7 +307,7 @@ def export(
         )
     from . import __version__
 
-    metadata = {
+    described = {
         "format": EXPORT_FORMAT,
         "gpflux_avdgp_version": __version__,
         "tensorflow_version": tf.__version__,
@@ -322,7 +325,14 @@ def export(
         "y_mean": scaling.y_mean.tolist() if scaling.targets else None,
         "y_std": scaling.y_std.tolist() if scaling.targets else None,
     }
-    metadata_json = json.dumps(metadata, indent=2)
+    extra = dict(metadata or {})
+    clashes = sorted(set(extra) & set(described))
+    if clashes:
+        raise ValueError(f"metadata: {', '.join(clashes)} are written by export itself")
+    try:
+        metadata_json = json.dumps({**described, **extra}, indent=2)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"metadata: expected JSON-able values ({error})") from None
     module = _ServingModule(model, likelihood, scaling, dtype, input_dim, output_dim, metadata_json)
     signatures = {name: getattr(module, name) for name in SIGNATURES}
     tf.saved_model.save(module, str(target), signatures=signatures)

@@ -1,0 +1,314 @@
+"""``avdgp predict`` and ``avdgp export`` on models saved by ``avdgp fit --save``.
+
+Two tiny models (one epoch) are fitted once per module, through the command line, and shared:
+a regression model on a CSV file with a header and a named target column between the inputs,
+and a classifier on a headerless CSV file with labels {1, 2}. ``predict`` must agree with the
+exported SavedModel (a different code path: NumPy quantiles and moments against the TF graph),
+and every kind of bad input must end with one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from gpflux_avdgp import metrics
+from gpflux_avdgp.cli import main
+
+TINY = ["--epochs", "1", "--batch-size", "50", "--points", "4", "--quiet"]
+DEEP = ["--layers", "2", "--hidden-dims", "2", "--inducing", "4,4"]
+RTOL = 1e-10
+
+
+def cli(capsys, *args) -> tuple[int, str, str]:
+    """Run ``avdgp ARGS`` in-process; returns ``(exit status, stdout, stderr)``."""
+    status = main([str(arg) for arg in args])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def assert_one_line_error(status: int, out: str, err: str, expected: str) -> None:
+    """Exit status 2, nothing on stdout, and one ``avdgp...`` line holding ``expected``."""
+    assert status == 2, (status, out, err)
+    assert "Traceback" not in err and out == ""
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("avdgp"), lines[0]
+    assert expected in lines[0], lines[0]
+
+
+def write_csv(path: Path, rows, header=None) -> Path:
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        if header is not None:
+            writer.writerow(header)
+        writer.writerows([[repr(v) if isinstance(v, float) else v for v in row] for row in rows])
+    return path
+
+
+def read_csv(path_or_text) -> tuple[list[str], np.ndarray]:
+    text = path_or_text.read_text() if isinstance(path_or_text, Path) else path_or_text
+    rows = list(csv.reader(io.StringIO(text)))
+    return rows[0], np.array(rows[1:], dtype=np.float64)
+
+
+@pytest.fixture(scope="module")
+def regression(tmp_path_factory):
+    """A saved regression model: 3 features, target 'price' (std ~ 100) in column 2 of 4."""
+    folder = tmp_path_factory.mktemp("regression")
+    rng = np.random.default_rng(11)
+    x = rng.uniform(-2.0, 2.0, size=(120, 3))
+    price = 500.0 + 100.0 * (np.sin(x[:, 0]) + 0.5 * x[:, 1]) + 10.0 * rng.normal(size=120)
+    rows = np.column_stack([x[:, 0], price, x[:, 1:]]).tolist()
+    data = write_csv(folder / "houses.csv", rows, header=["a", "price", "b", "c"])
+    status = main(
+        ["fit", str(data), "--target", "price", *DEEP, *TINY, "--save", str(folder / "m")]
+    )
+    assert status == 0
+    return {"dir": folder / "m", "data": data, "x": x, "price": price, "folder": folder}
+
+
+@pytest.fixture(scope="module")
+def classification(tmp_path_factory):
+    """A saved classifier: 2 features, labels {1, 2} in the last column, no header."""
+    folder = tmp_path_factory.mktemp("classification")
+    rng = np.random.default_rng(12)
+    x = rng.uniform(-1.0, 1.0, size=(120, 2))
+    labels = np.where(x[:, 0] + x[:, 1] > 0, 2, 1)
+    rows = [[*map(float, row), int(label)] for row, label in zip(x, labels)]
+    data = write_csv(folder / "labels.csv", rows)
+    args = ["fit", str(data), "--task", "classification", *DEEP, *TINY]
+    assert main([*args, "--save", str(folder / "m")]) == 0
+    return {"dir": folder / "m", "data": data, "x": x, "folder": folder}
+
+
+@pytest.fixture(scope="module")
+def regression_export(regression):
+    """``avdgp export`` of the regression model, loaded back with TensorFlow."""
+    path = regression["folder"] / "export"
+    assert main(["export", str(regression["dir"]), str(path)]) == 0
+    return path, tf.saved_model.load(str(path))
+
+
+def test_fit_records_the_data_layout(regression, classification):
+    info = json.loads((regression["dir"] / "run.json").read_text())
+    assert info["data"] == {
+        "target": "price",
+        "feature_names": ["a", "b", "c"],
+        "target_name": "price",
+        "classes": None,
+    }
+    info = json.loads((classification["dir"] / "run.json").read_text())
+    assert info["data"]["classes"] == [1.0, 2.0] and info["data"]["target"] == -1
+    # classification saves the inputs' standardiser too (targets untouched)
+    assert len(info["standardizer"]["x_mean"]) == 2
+    assert (info["standardizer"]["y_mean"], info["standardizer"]["y_std"]) == (0.0, 1.0)
+
+
+def test_predict_regression_agrees_with_the_export(capsys, regression, regression_export):
+    out = regression["folder"] / "out" / "predictions.csv"  # the folder is created
+    status, stdout, err = cli(
+        capsys, "predict", regression["dir"], regression["data"], "--out", out
+    )
+    assert status == 0, err
+    assert stdout.startswith("avdgp-ar2p: 120 predictions (mean, std, lower_95, upper_95) in")
+    header, values = read_csv(out)
+    assert header == ["mean", "std", "lower_95", "upper_95"]
+    assert values.shape == (120, 4)
+    mean, std, lower, upper = values.T
+
+    _, served = regression_export
+    y = served.signatures["predict_y"](x=tf.constant(regression["x"]))
+    np.testing.assert_allclose(mean, y["mean"].numpy()[:, 0], rtol=RTOL)
+    np.testing.assert_allclose(std, np.sqrt(y["variance"].numpy()[:, 0]), rtol=RTOL)
+    assert np.all((lower < mean) & (mean < upper))
+    assert 20.0 < np.median(std) < 500.0  # original units: the target's std is ~ 80
+    cdf = [
+        metrics.mixture_cdf(
+            bound,
+            y["weights"].numpy(),
+            y["component_means"].numpy()[..., 0],
+            y["component_variances"].numpy()[..., 0],
+        )
+        for bound in (lower, upper)
+    ]
+    np.testing.assert_allclose(cdf[0], 0.025, atol=1e-9)
+    np.testing.assert_allclose(cdf[1], 0.975, atol=1e-9)
+
+
+def test_predict_accepts_features_only_npz_and_a_target_option(capsys, regression):
+    folder, x, price = regression["folder"], regression["x"], regression["price"]
+    status, reference, err = cli(capsys, "predict", regression["dir"], regression["data"])
+    assert status == 0, err  # CSV on stdout without --out
+    assert reference.startswith("mean,std,lower_95,upper_95\n")
+    features = write_csv(folder / "features.csv", x[:20].tolist())
+    arrays = folder / "arrays.npz"
+    np.savez(arrays, X=x[:20], y=price[:20])
+    headerless = write_csv(folder / "target_first.csv", np.column_stack([price, x])[:20].tolist())
+    variants = [
+        (features,),  # exactly D columns: all features
+        (arrays,),  # .npz: X is the features
+        (headerless, "--target", "0"),  # D + 1 columns, the target picked by index
+    ]
+    expected = reference.splitlines()[:21]
+    for args in variants:
+        status, got, err = cli(capsys, "predict", regression["dir"], *args)
+        assert status == 0, (args, err)
+        assert got.splitlines() == expected, args
+
+
+def test_export_metadata_and_raw_feature_units(regression_export, regression):
+    path, served = regression_export
+    metadata = json.loads(served.metadata().numpy().decode())
+    assert metadata["task"] == "regression" and metadata["label"] == "avdgp-ar2p"
+    assert metadata["feature_names"] == ["a", "b", "c"] and metadata["target_name"] == "price"
+    assert metadata["standardized_inputs"] and metadata["standardized_targets"]
+    info = json.loads((regression["dir"] / "run.json").read_text())
+    assert metadata["y_std"] == [info["standardizer"]["y_std"]]
+    # log density in original units: a target shifted by one std is less likely than the mean
+    x = tf.constant(regression["x"][:5])
+    mean = served.signatures["predict_y"](x=x)["mean"]
+    at_mean = served.signatures["log_density"](x=x, y=mean)["log_density"].numpy()
+    far = served.signatures["log_density"](x=x, y=mean + 300.0)["log_density"].numpy()
+    assert np.all(at_mean > far)
+    assert np.all(at_mean < 0.0)  # a density over ~100 units is below 1
+
+
+def test_export_to_the_same_folder_again_overwrites(capsys, regression, regression_export):
+    path, _ = regression_export
+    status, out, err = cli(capsys, "export", regression["dir"], path)
+    assert status == 0, err
+    assert f"exported to {path}" in out
+
+
+def test_predict_and_export_classification(capsys, classification):
+    folder = classification["folder"]
+    out = folder / "p.csv"
+    status, _, err = cli(
+        capsys, "predict", classification["dir"], classification["data"], "--out", out
+    )
+    assert status == 0, err
+    header, values = read_csv(out)
+    assert header == ["probability", "label"]
+    probability, label = values.T
+    assert np.all((probability > 0.0) & (probability < 1.0))
+    np.testing.assert_array_equal(label, np.where(probability > 0.5, 2.0, 1.0))
+
+    status, _, err = cli(capsys, "export", classification["dir"], folder / "export")
+    assert status == 0, err
+    served = tf.saved_model.load(str(folder / "export"))
+    metadata = json.loads(served.metadata().numpy().decode())
+    assert metadata["likelihood"] == "Bernoulli" and metadata["classes"] == [1.0, 2.0]
+    assert metadata["standardized_inputs"] and not metadata["standardized_targets"]
+    y = served.signatures["predict_y"](x=tf.constant(classification["x"]))
+    np.testing.assert_allclose(probability, y["mean"].numpy()[:, 0], rtol=RTOL)
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad input: one line on stderr, exit status 2
+# ---------------------------------------------------------------------------------------------
+
+
+def _broken_copy(regression, name: str, edit) -> Path:
+    """A copy of the saved regression model folder, changed by ``edit(folder)``."""
+    copy = regression["folder"] / name
+    if not copy.exists():
+        shutil.copytree(regression["dir"], copy)
+        edit(copy)
+    return copy
+
+
+def _set_keras_file_null(folder: Path) -> None:
+    info = json.loads((folder / "run.json").read_text())
+    info["keras_file"] = None
+    (folder / "run.json").write_text(json.dumps(info))
+
+
+BROKEN_MODEL_DIRS = [
+    pytest.param(
+        lambda f: (f / "model.keras").write_bytes(b"not a zip"),
+        "model.keras: ",  # "could not load" / "not a valid .keras archive"
+        id="corrupt-keras",
+    ),
+    pytest.param(
+        lambda f: (f / "model.keras").unlink(), "model.keras: missing", id="missing-keras"
+    ),
+    pytest.param(
+        lambda f: (f / "run.json").write_text("{oops"),
+        "run.json: not a run description",
+        id="corrupt-json",
+    ),
+    pytest.param(
+        lambda f: (f / "run.json").unlink(),
+        "run.json: missing; MODEL_DIR must be",
+        id="no-run-json",
+    ),
+    pytest.param(_set_keras_file_null, "holds no model.keras", id="not-serialised"),
+]
+
+
+@pytest.mark.parametrize("edit, expected", BROKEN_MODEL_DIRS)
+@pytest.mark.parametrize("command", ["predict", "export"])
+def test_broken_model_dir(capsys, request, regression, command, edit, expected):
+    broken = _broken_copy(regression, f"broken-{request.node.callspec.id.split('-', 1)[1]}", edit)
+    second = regression["data"] if command == "predict" else regression["folder"] / "never"
+    status, out, err = cli(capsys, command, broken, second)
+    assert_one_line_error(status, out, err, f"avdgp {command}: ")
+    assert expected in err
+    assert not (regression["folder"] / "never").exists()
+
+
+def test_missing_model_dir(capsys, tmp_path, regression):
+    status, out, err = cli(capsys, "predict", tmp_path / "nothing", regression["data"])
+    assert_one_line_error(status, out, err, f"MODEL_DIR {tmp_path / 'nothing'}: no such folder")
+    status, out, err = cli(capsys, "export", regression["data"], tmp_path / "e")
+    assert_one_line_error(status, out, err, "is a file, expected a folder written by 'avdgp fit")
+
+
+def test_predict_bad_data(capsys, regression, tmp_path):
+    x = regression["x"][:10]
+    wrong = write_csv(tmp_path / "five.csv", np.column_stack([x, x[:, :2]]).tolist())
+    status, out, err = cli(capsys, "predict", regression["dir"], wrong)
+    assert_one_line_error(
+        status,
+        out,
+        err,
+        "five.csv has 5 columns, the model expects 3 features (or 4 with the target)",
+    )
+
+    one = write_csv(tmp_path / "one.csv", x[:, :1].tolist())
+    status, out, err = cli(capsys, "predict", regression["dir"], one)
+    assert_one_line_error(status, out, err, "one.csv has 1 column, the model expects 3 features")
+
+    rows = x.tolist()
+    rows[2][1] = "nan"
+    nan = write_csv(tmp_path / "nan.csv", rows)
+    status, out, err = cli(capsys, "predict", regression["dir"], nan)
+    assert_one_line_error(status, out, err, "NaN or infinite (first at row 3, column 2")
+
+    arrays = tmp_path / "wide.npz"
+    np.savez(arrays, X=np.zeros((4, 5)), y=np.zeros(4))
+    status, out, err = cli(capsys, "predict", regression["dir"], arrays)
+    assert_one_line_error(status, out, err, "array 'X' has 5 columns, the model expects 3")
+
+    status, out, err = cli(capsys, "predict", regression["dir"], tmp_path / "absent.csv")
+    assert_one_line_error(status, out, err, "absent.csv: no such file or folder")
+
+
+def test_output_paths_are_checked_before_loading(capsys, regression, tmp_path):
+    """A bad --out or EXPORT_DIR fails at once, even with a MODEL_DIR that does not exist."""
+    nothing = tmp_path / "nothing"
+    status, out, err = cli(capsys, "predict", nothing, regression["data"], "--out", tmp_path)
+    assert_one_line_error(status, out, err, "--out " + str(tmp_path) + ": is a folder")
+    file = write_csv(tmp_path / "file.csv", [[1.0]])
+    status, out, err = cli(capsys, "export", nothing, file)
+    assert_one_line_error(status, out, err, "EXPORT_DIR " + str(file) + ": is a file")
+    status, out, err = cli(capsys, "export", nothing, tmp_path)
+    assert_one_line_error(status, out, err, "is a non-empty folder that holds no export")
