@@ -287,7 +287,8 @@ def amortized_layer(
     Datapoint ``b`` has inducing points ``Z_b`` ``[M, D]`` and ``q(u_b)``; the mean function is
     ``m(x) = x A + b`` (``mean_weights`` ``[D, Q]``) or zero. Whitened parameters are first
     mapped to ``q(u)`` (:func:`unwhiten`); the KL is then ``KL(q(u) || N(m(Z), Kuu))``, which
-    equals the whitened ``KL(N(q_mu, S) || N(0, I))``.
+    equals the whitened ``KL(N(q_mu, S) || N(0, I))``. ``K_uu`` gets ``jitter`` times its mean
+    diagonal added to the diagonal.
     """
     batch, num_points, _ = locations.shape
     num_inducing, num_outputs = q_mu.shape[1], q_mu.shape[2]
@@ -305,7 +306,9 @@ def amortized_layer(
         for i in range(num_inducing):
             for j in range(num_inducing):
                 kuu[i, j] = kernel(inducing[b, i], inducing[b, j])
-            kuu[i, i] += jitter
+        scale = sum(kuu[i, i] for i in range(num_inducing)) / num_inducing
+        for i in range(num_inducing):
+            kuu[i, i] += jitter * scale  # relative to the matrix's own prior variance
         for q in range(num_outputs):
             mean_z = np.array([prior_mean(inducing[b, m], q) for m in range(num_inducing)])
             u_mean, u_cov = q_mu[b, :, q], q_covariance(q_sqrt[b, q])

@@ -9,6 +9,7 @@ with :mod:`gpflux_avdgp.metrics`, in standardised units (the paper's) and in ori
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import sys
@@ -23,6 +24,8 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 
 from .. import metrics
+from ..batching import epoch_shuffled_batches
+from ..layers.base import NON_FINITE_MESSAGE
 from ..prediction import PredictiveMixture, predict_mixture
 from ..validation import check_choice, check_positive_int
 from .data import Split, Standardizer
@@ -98,12 +101,21 @@ class EpochProgress(tf_keras.callbacks.Callback):
 
     def __init__(self, label: str, stream: Optional[TextIO] = sys.stderr):
         super().__init__()
+        self._supports_tf_logs = True  # batch hooks must not fetch the loss every step
         self.label, self.stream = label, stream
         self.seconds: list[float] = []
         self.losses: list[float] = []
+        self.first_epoch: Optional[int] = None
+        self.epoch, self.batch = 0, 0
 
     def on_epoch_begin(self, epoch: int, logs: Optional[dict] = None) -> None:
         self._start = time.perf_counter()
+        if self.first_epoch is None:
+            self.first_epoch = epoch  # > 0 when training resumed from a backup
+        self.epoch, self.batch = epoch, 0
+
+    def on_train_batch_begin(self, batch: int, logs: Optional[dict] = None) -> None:
+        self.batch = batch  # where a failing step happened; no host round-trip needed
 
     def on_epoch_end(self, epoch: int, logs: Optional[dict] = None) -> None:
         self.seconds.append(time.perf_counter() - self._start)
@@ -112,7 +124,7 @@ class EpochProgress(tf_keras.callbacks.Callback):
         total = self.params.get("epochs", len(self.seconds))
         if self.stream is not None:
             steady = self.seconds[1:] or self.seconds
-            eta = np.mean(steady) * (total - len(self.seconds))
+            eta = np.mean(steady) * (total - epoch - 1)
             print(
                 f"[{self.label}] epoch {epoch + 1}/{total} loss {loss:.4f} "
                 f"{self.seconds[-1]:.1f} s (ETA {eta:.0f} s)",
@@ -126,16 +138,6 @@ class EpochProgress(tf_keras.callbacks.Callback):
             )
 
 
-def _training_dataset(
-    inputs: np.ndarray, targets: np.ndarray, batch_size: int, seed: int, dtype
-) -> tf.data.Dataset:
-    data = tf.data.Dataset.from_tensor_slices(
-        (tf.constant(inputs, dtype=dtype), tf.constant(targets, dtype=dtype))
-    )
-    data = data.shuffle(len(inputs), seed=seed, reshuffle_each_iteration=True)
-    return data.batch(batch_size).prefetch(tf.data.AUTOTUNE)
-
-
 def fit_model(
     built: BuiltModel,
     inputs: np.ndarray,
@@ -144,9 +146,19 @@ def fit_model(
     *,
     progress: Optional[EpochProgress] = None,
     callbacks: tuple = (),
+    backup_dir: Optional[Path] = None,
 ) -> EpochProgress:
     """Compile ``built.model`` with Adam and its loss and fit ``(inputs [N, D], targets [N, 1])``.
 
+    Batches come from :func:`~gpflux_avdgp.batching.epoch_shuffled_batches` (the order of
+    epoch ``e`` depends only on the seed and ``e``). With ``backup_dir``, a
+    ``tf_keras.callbacks.BackupAndRestore`` there saves the model, optimizer and draw counters
+    after every epoch, and a run that was interrupted resumes from its last finished epoch
+    with the same batches and Monte Carlo draws as an uninterrupted run.
+
+    :raises TrainingDiverged: when a layer's output or gradient, or the loss, is not finite;
+        the message names the layer (outside XLA), the epoch and the batch, and the backup
+        keeps the weights of the last finished epoch.
     :returns: the progress callback, holding per-epoch seconds and losses.
     """
     model = built.model
@@ -154,10 +166,54 @@ def fit_model(
     optimizer.build(model.trainable_variables)  # slots up front: one trace of the train step
     model.compile(optimizer=optimizer, loss=built.loss)
     progress = progress or EpochProgress(built.spec.label, stream=None)
-    dtype = model.inputs[0].dtype
-    data = _training_dataset(inputs, targets, config.batch_size, config.seed, dtype)
-    model.fit(data, epochs=config.epochs, verbose=0, callbacks=[progress, *callbacks])
+    data = epoch_shuffled_batches(
+        inputs,
+        targets,
+        config.batch_size,
+        seed=config.seed,
+        step_counter=optimizer.iterations,
+        dtype=model.inputs[0].dtype,
+    )
+    all_callbacks = [progress, *callbacks]  # progress first: it stops before a backup of NaNs
+    if backup_dir is not None:
+        all_callbacks.append(tf_keras.callbacks.BackupAndRestore(str(backup_dir)))
+    try:
+        model.fit(data, epochs=config.epochs, verbose=0, callbacks=all_callbacks)
+    except tf.errors.InvalidArgumentError as error:
+        raise TrainingDiverged(_describe_failed_step(error, model, progress, backup_dir)) from None
     return progress
+
+
+def _describe_failed_step(
+    error: tf.errors.InvalidArgumentError,
+    model: tf_keras.Model,
+    progress: EpochProgress,
+    backup_dir: Optional[Path],
+) -> str:
+    """One sentence: which layer failed how, in which epoch and batch, where the weights are."""
+    text = str(error.message)
+    layer = next((layer.name for layer in model.layers if f"{layer.name}:" in text), None)
+    if layer is None:  # an op failed (e.g. a Cholesky): find the layer in the node's name
+        layer = next((layer.name for layer in model.layers if f"/{layer.name}/" in text), None)
+    if NON_FINITE_MESSAGE in text:
+        what = "non-finite values (NaN or inf) in " + (
+            "the gradient at the output" if "gradient" in text else "the output"
+        )
+    elif "Cholesky" in text:
+        what = "a failed Cholesky factorisation (matrix not positive definite)"
+    else:
+        what = " ".join(text.split())[:300]
+    where = f"layer '{layer}'" if layer else "the model"
+    message = (
+        f"{progress.label}: training stopped in epoch {progress.epoch + 1}, batch "
+        f"{progress.batch + 1}: {what} of {where}"
+    )
+    if backup_dir is not None and progress.epoch > 0:
+        message += (
+            f"; the weights of the last finished epoch ({progress.epoch}) are kept in "
+            f"{backup_dir}"
+        )
+    return message
 
 
 def score_prediction(
@@ -232,12 +288,19 @@ def run(
     ``first_epoch_seconds``, ``predict_seconds``, ``epochs``, ``seed`` and the settings.
     """
     task = check_choice("task", spec.task, Task)
+    backup_dir = None
+    if save_dir is not None:
+        backup_dir = prepare_save_dir(Path(save_dir), spec, split, config, dataset, stream)
     tf_keras.backend.clear_session()
     tf_keras.utils.set_random_seed(config.seed)
     with float_type(config.dtype):
         built = build_model(spec, split.x_train.shape[1], len(split.x_train), inputs=split.x_train)
         progress = EpochProgress(spec.label, stream=stream)
-        fit_model(built, split.x_train, split.y_train, config, progress=progress)
+        fit_model(
+            built, split.x_train, split.y_train, config, progress=progress, backup_dir=backup_dir
+        )
+        if backup_dir is not None and backup_dir.is_dir() and not any(backup_dir.iterdir()):
+            backup_dir.rmdir()  # BackupAndRestore empties it once training has finished
         prediction, predict_seconds = _timed_prediction(built, split.x_test, predict_batch_size)
         test, test_original = score_prediction(prediction, split.y_test, task, standardizer)
         val = None
@@ -264,6 +327,7 @@ def run(
             "first_epoch_seconds": float(progress.seconds[0]),
             "predict_seconds": float(predict_seconds),
             "final_train_loss": float(progress.losses[-1]),
+            "resumed_from_epoch": int(progress.first_epoch or 0),
             "epochs": config.epochs,
             "batch_size": config.batch_size,
             "learning_rate": config.learning_rate,
@@ -280,6 +344,75 @@ def run(
         if save_dir is not None:
             save_run(built, record, standardizer, Path(save_dir))
     return record
+
+
+SETTINGS_FILE = "settings.json"
+BACKUP_DIR = "backup"
+
+
+def prepare_save_dir(
+    directory: Path,
+    spec: ModelSpec,
+    split: Split,
+    config: TrainConfig,
+    dataset: str,
+    stream: Optional[TextIO] = None,
+) -> Path:
+    """Make ``directory`` ready for a run, or for resuming the interrupted run it holds.
+
+    Writes ``settings.json`` (model, training settings, data fingerprint). A folder that holds
+    an interrupted run with the same settings resumes it (its ``backup`` folder, written by
+    ``BackupAndRestore`` after every epoch, is restored by ``fit``).
+
+    :raises ValueError: if the folder holds a finished run, or an interrupted run with other
+        settings or data.
+    :returns: the backup folder, ``directory / "backup"``.
+    """
+    settings = {
+        "spec": asdict(spec),
+        "train": asdict(config),
+        "dataset": dataset,
+        "n_train": int(len(split.x_train)),
+        "data_sha256": hashlib.sha256(
+            np.ascontiguousarray(split.x_train, np.float64).tobytes()
+            + np.ascontiguousarray(split.y_train, np.float64).tobytes()
+        ).hexdigest(),
+    }
+    settings = json.loads(json.dumps(settings, default=_jsonable))
+    if (directory / "run.json").exists():
+        raise ValueError(
+            f"{directory}: holds a finished run (run.json); choose another folder or delete it"
+        )
+    settings_file = directory / SETTINGS_FILE
+    backup_dir = directory / BACKUP_DIR
+    if settings_file.exists():
+        try:
+            saved = json.loads(settings_file.read_text())
+        except (OSError, ValueError) as error:
+            raise ValueError(f"{settings_file}: unreadable ({error}); delete the folder") from None
+        changed = _changed_settings(saved, settings)
+        if changed:
+            raise ValueError(
+                f"{directory}: holds an interrupted run with other settings ({', '.join(changed)}"
+                "); use the same settings to resume it, or another folder"
+            )
+        if backup_dir.exists() and stream is not None:
+            print(f"[{spec.label}] resuming the interrupted run in {directory}", file=stream)
+    directory.mkdir(parents=True, exist_ok=True)
+    settings_file.write_text(json.dumps(settings, indent=2))
+    return backup_dir
+
+
+def _changed_settings(saved: dict, current: dict, prefix: str = "") -> list[str]:
+    """Dotted names of the entries that differ between two settings dictionaries."""
+    changed = []
+    for key in sorted(set(saved) | set(current)):
+        old, new = saved.get(key), current.get(key)
+        if isinstance(old, dict) and isinstance(new, dict):
+            changed += _changed_settings(old, new, f"{prefix}{key}.")
+        elif old != new:
+            changed.append(f"{prefix}{key}: {old} -> {new}")
+    return changed
 
 
 def save_run(

@@ -21,10 +21,12 @@ from ..propagation import Propagated, PropagationRule, propagate
 from ..validation import check_choice, check_optional_positive_int, check_positive_int
 from .module_state import GPflowModuleState
 
-__all__ = ["KLConvention", "MixtureLayer", "DEFAULT_NUM_POINTS"]
+__all__ = ["KLConvention", "MixtureLayer", "DEFAULT_NUM_POINTS", "NON_FINITE_MESSAGE"]
 
 #: Components created from a one-component mixture when ``num_points`` is not given (paper).
 DEFAULT_NUM_POINTS = 32
+#: Message of the error a layer raises when its output or gradient is not finite.
+NON_FINITE_MESSAGE = "non-finite values (NaN or inf) in the layer output"
 
 
 class KLConvention(str, enum.Enum):
@@ -226,13 +228,18 @@ class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer):
         ``"<name>_kl"``.
 
         :returns: packed mixture ``[B, S, 2 Q + 1]``.
+        :raises tf.errors.InvalidArgumentError: (outside XLA) if the output, or its gradient in
+            the backward pass, holds NaN or inf; the message names the layer.
         """
         training = bool(training)
         propagated = self._propagate(inputs, training)
         means, variances, loss_term = self._components(propagated, training)
         self.add_loss(loss_term)
         self.add_metric(loss_term, name=f"{self.name}_kl", aggregation="mean")
-        return GaussianMixture(means, variances, propagated.log_weights).pack()
+        packed = GaussianMixture(means, variances, propagated.log_weights).pack()
+        # Stops a step whose output (or, in the backward pass, whose gradient) is NaN or inf
+        # before the optimizer applies it, naming this layer. XLA compiles this to a no-op.
+        return tf.debugging.check_numerics(packed, f"{self.name}: {NON_FINITE_MESSAGE}")
 
     def compute_output_shape(self, input_shape: tf.TensorShape) -> tf.TensorShape:
         input_shape = tf.TensorShape(input_shape)

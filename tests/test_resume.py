@@ -1,0 +1,317 @@
+"""Fault tolerance: killed runs resume exactly, and a failing step stops with a useful error.
+
+* ``epoch_shuffled_batches``: the order of epoch ``e`` is a function of ``(seed, e)`` only.
+* A real ``SIGKILL`` of a training subprocess under ``BackupAndRestore`` mid-epoch, then a
+  restart, ends with the weights and losses of an uninterrupted run (AR2: stochastic).
+* The harness (``fit_model``/``run``, used by ``avdgp fit --save``) resumes an interrupted run,
+  refuses a folder with other settings, and names the layer, epoch and batch of a NaN step
+  while the backup keeps the last finished epoch's weights.
+"""
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import gpflow
+import numpy as np
+import pytest
+import tensorflow as tf
+from gpflow.keras import tf_keras
+
+import gpflux_avdgp
+from gpflux_avdgp.batching import epoch_shuffled_batches
+from gpflux_avdgp.experiments.data import Split
+from gpflux_avdgp.experiments.runner import (
+    EpochProgress,
+    TrainConfig,
+    TrainingDiverged,
+    _describe_failed_step,
+    fit_model,
+    float_type,
+    prepare_save_dir,
+    run,
+)
+from gpflux_avdgp.experiments.zoo import ModelSpec, build_model
+
+SCRIPT = Path(__file__).parent / "scripts" / "resumable_fit.py"
+
+
+def _epoch_rows(data: tf.data.Dataset) -> list[float]:
+    return [value for x, _ in data for value in x.numpy()[:, 0].tolist()]
+
+
+# ----------------------------------------------------------------------- epoch_shuffled_batches
+def test_epoch_order_depends_only_on_seed_and_epoch():
+    counter = tf.Variable(0, dtype=tf.int64)
+    x = np.arange(10.0)[:, None]
+    data = epoch_shuffled_batches(x, 2 * x, 4, seed=1, step_counter=counter)
+    assert int(data.cardinality()) == 3
+    epoch0 = _epoch_rows(data)
+    assert sorted(epoch0) == list(range(10)) and epoch0 != list(range(10))
+    assert _epoch_rows(data) == epoch0  # a second pass at the same step: same order
+    counter.assign(3)  # three steps of four rows: epoch 1
+    epoch1 = _epoch_rows(data)
+    assert sorted(epoch1) == list(range(10)) and epoch1 != epoch0
+    counter.assign(5)  # still epoch 1
+    assert _epoch_rows(data) == epoch1
+    # a fresh dataset (a restarted process) at the same step gives the same order
+    fresh = epoch_shuffled_batches(x, 2 * x, 4, seed=1, step_counter=tf.Variable(3, tf.int64))
+    assert _epoch_rows(fresh) == epoch1
+    other_seed = epoch_shuffled_batches(x, 2 * x, 4, seed=2, step_counter=counter)
+    assert _epoch_rows(other_seed) != epoch1
+    targets = [value for _, y in data for value in y.numpy()[:, 0].tolist()]
+    np.testing.assert_array_equal(targets, 2 * np.array(epoch1))  # rows stay paired
+
+
+def test_epoch_shuffled_batches_keeps_float64():
+    x = np.arange(6.0)[:, None] / 3
+    data = epoch_shuffled_batches(x, x, 4, seed=0, step_counter=tf.Variable(0, tf.int64))
+    batch_x, _ = next(iter(data))
+    assert batch_x.dtype == tf.float64
+    assert set(batch_x.numpy()[:, 0]) <= set(x[:, 0])  # no float32 rounding
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"batch_size": 0}, "batch_size"),
+        ({"seed": 1.5}, "seed"),
+        ({"step_counter": tf.Variable(0.0)}, "step_counter"),
+        ({"step_counter": 3}, "step_counter"),
+        ({"targets": np.zeros((5, 1))}, "same, non-zero number of rows"),
+    ],
+)
+def test_epoch_shuffled_batches_rejects_bad_arguments(kwargs, match):
+    arguments = dict(
+        inputs=np.zeros((4, 1)),
+        targets=np.zeros((4, 1)),
+        batch_size=2,
+        seed=0,
+        step_counter=tf.Variable(0, tf.int64),
+    )
+    arguments.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        epoch_shuffled_batches(**arguments)
+
+
+# ----------------------------------------------------------------------- SIGKILL and restart
+def _run_script(*args: str, **popen) -> subprocess.Popen:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+    return subprocess.Popen(
+        [sys.executable, str(SCRIPT), *args],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        **popen,
+    )
+
+
+def test_backup_and_restore_after_sigkill_matches_an_uninterrupted_run(tmp_path):
+    marker = tmp_path / "stalled"
+    killed = _run_script(
+        str(tmp_path / "backup"), str(tmp_path / "unused.npz"), "--stall-at", "2,3", str(marker)
+    )
+    uninterrupted = _run_script(str(tmp_path / "backup_full"), str(tmp_path / "full.npz"))
+    deadline = time.monotonic() + 240
+    while not marker.exists():
+        assert killed.poll() is None, killed.stderr.read()
+        assert time.monotonic() < deadline, "the training subprocess never reached the stall"
+        time.sleep(0.2)
+    os.kill(killed.pid, signal.SIGKILL)  # mid-epoch 3 (0-based epoch 2, batch 3)
+    assert killed.wait(timeout=60) == -signal.SIGKILL
+    assert not (tmp_path / "unused.npz").exists()
+    assert (tmp_path / "backup").is_dir()  # epochs 1 and 2 were backed up
+
+    restarted = _run_script(str(tmp_path / "backup"), str(tmp_path / "resumed.npz"))
+    assert restarted.wait(timeout=300) == 0, restarted.stderr.read()
+    assert uninterrupted.wait(timeout=300) == 0, uninterrupted.stderr.read()
+
+    full, resumed = np.load(tmp_path / "full.npz"), np.load(tmp_path / "resumed.npz")
+    assert int(full["first_epoch"]) == 0
+    assert int(resumed["first_epoch"]) == 2  # resumed, did not start over
+    assert int(resumed["iterations"]) == int(full["iterations"]) == 4 * 8
+    np.testing.assert_allclose(resumed["losses"], full["losses"][2:], rtol=1e-12)
+    weight_keys = sorted(key for key in full.files if key.startswith("w"))
+    assert weight_keys == sorted(key for key in resumed.files if key.startswith("w"))
+    for key in weight_keys:
+        np.testing.assert_allclose(resumed[key], full[key], rtol=1e-12, atol=1e-14)
+    assert not any((tmp_path / "backup").iterdir())  # BackupAndRestore cleans up on success
+
+
+# ----------------------------------------------------------------------- harness
+def _split(rng, rows: int = 120) -> Split:
+    x = rng.normal(size=(rows, 2))
+    y = np.sin(x[:, :1]) + 0.1 * rng.normal(size=(rows, 1))
+    return Split(x, y, x[:0], y[:0], x[:20], y[:20])
+
+
+SPEC = ModelSpec(
+    model="avdgp", rule="ar2", num_layers=2, hidden_dims=[2], num_inducing=[3, 3], num_points=4
+)
+
+
+class _Interrupt(tf_keras.callbacks.Callback):
+    """Raises KeyboardInterrupt at a (0-based) epoch and batch, as a Ctrl-C would."""
+
+    def __init__(self, epoch: int, batch: int):
+        super().__init__()
+        self.at, self.epoch = (epoch, batch), None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if (self.epoch, batch) == self.at:
+            raise KeyboardInterrupt
+
+
+def _train(split, config, backup_dir, callbacks=()):
+    tf_keras.backend.clear_session()
+    tf_keras.utils.set_random_seed(config.seed)
+    built = build_model(SPEC, 2, len(split.x_train))
+    progress = fit_model(
+        built,
+        split.x_train,
+        split.y_train,
+        config,
+        callbacks=callbacks,
+        backup_dir=backup_dir,
+    )
+    return built, progress
+
+
+def test_fit_model_resumes_from_its_backup(tmp_path, rng):
+    split = _split(rng)
+    config = TrainConfig(epochs=3, batch_size=30, learning_rate=0.02, seed=4)
+    full, full_progress = _train(split, config, tmp_path / "full")
+    with pytest.raises(KeyboardInterrupt):
+        _train(split, config, tmp_path / "backup", callbacks=(_Interrupt(1, 2),))
+    resumed, progress = _train(split, config, tmp_path / "backup")
+    assert progress.first_epoch == 1
+    np.testing.assert_allclose(progress.losses, full_progress.losses[1:], rtol=1e-12)
+    for mine, theirs in zip(resumed.model.get_weights(), full.model.get_weights()):
+        np.testing.assert_allclose(mine, theirs, rtol=1e-12, atol=1e-14)
+
+
+def test_run_refuses_a_folder_with_other_settings_or_a_finished_run(tmp_path, rng):
+    split = _split(rng)
+    config = TrainConfig(epochs=1, batch_size=60, seed=0)
+    prepare_save_dir(tmp_path, SPEC, split, config, "toy")
+    prepare_save_dir(tmp_path, SPEC, split, config, "toy")  # same settings: resume
+    with pytest.raises(ValueError, match=r"other settings \(train.epochs: 1 -> 2\)"):
+        prepare_save_dir(tmp_path, SPEC, split, TrainConfig(epochs=2, batch_size=60), "toy")
+    other_data = dataclasses.replace(split, x_train=split.x_train + 1)
+    with pytest.raises(ValueError, match="data_sha256"):
+        prepare_save_dir(tmp_path, SPEC, other_data, config, "toy")
+    record = run(SPEC, split, config, dataset="toy", stream=None, save_dir=tmp_path)
+    assert record["resumed_from_epoch"] == 0
+    assert (tmp_path / "run.json").exists() and not (tmp_path / "backup").exists()
+    with pytest.raises(ValueError, match="holds a finished run"):
+        run(SPEC, split, config, dataset="toy", stream=None, save_dir=tmp_path)
+
+
+class _PoisonLayer(tf_keras.callbacks.Callback):
+    """Sets a kernel parameter of ``layer`` to NaN at a (0-based) epoch and batch."""
+
+    def __init__(self, layer: str, epoch: int, batch: int):
+        super().__init__()
+        self.layer, self.at, self.epoch = layer, (epoch, batch), None
+        self.finished_weights = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.finished_weights = [w.numpy() for w in self.model.weights]
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if (self.epoch, batch) == self.at:
+            kernel = self.model.get_layer(self.layer).kernel
+            kernel.lengthscales.unconstrained_variable.assign(np.nan)
+
+
+def test_nan_step_names_layer_epoch_and_batch_and_keeps_last_good_weights(tmp_path, rng):
+    split = _split(rng)
+    config = TrainConfig(epochs=3, batch_size=30, learning_rate=0.02, seed=1)
+    poison = _PoisonLayer("gp_layer_2", epoch=1, batch=2)
+    backup = tmp_path / "backup"
+    with pytest.raises(TrainingDiverged) as caught:
+        _train(split, config, backup, callbacks=(poison,))
+    message = str(caught.value)
+    assert "training stopped in epoch 2, batch 3" in message
+    assert "non-finite values (NaN or inf) in the output of layer 'gp_layer_2'" in message
+    assert f"last finished epoch (1) are kept in {backup}" in message
+
+    # the backup holds the finite weights of epoch 1, not the poisoned ones
+    reader = tf.train.load_checkpoint(str(backup / "chief"))
+    saved = [
+        reader.get_tensor(name)
+        for name in reader.get_variable_to_shape_map()
+        if reader.get_variable_to_dtype_map()[name].is_floating
+    ]
+    assert saved and all(np.all(np.isfinite(value)) for value in saved)
+    finished = {value.tobytes() for value in poison.finished_weights if value.dtype.kind == "f"}
+    assert finished <= {value.tobytes() for value in saved}
+
+
+def test_nan_in_a_layer_stops_before_the_optimizer_step(rng):
+    """check_numerics fails the step in the forward pass: no weight becomes NaN."""
+    likelihood = gpflow.likelihoods.Gaussian(0.1)
+    model = gpflux_avdgp.build_avdgp(2, [2, 1], 3, 40, likelihood, num_points=4, seed=0)
+    model.compile(tf_keras.optimizers.Adam(0.01), loss=gpflux_avdgp.AVDGPLoss(likelihood))
+    x, y = rng.normal(size=(40, 2)), rng.normal(size=(40, 1))
+    model.fit(x, y, batch_size=20, epochs=1, verbose=0)
+    model.get_layer("gp_layer_1").kernel.variance.unconstrained_variable.assign(np.inf)
+    before = [w.numpy() for w in model.trainable_weights if w.dtype.is_floating]
+    with pytest.raises(tf.errors.InvalidArgumentError, match="gp_layer_1: non-finite values"):
+        model.fit(x, y, batch_size=20, epochs=1, verbose=0)
+    after = [w.numpy() for w in model.trainable_weights if w.dtype.is_floating]
+    for old, new in zip(before, after):
+        np.testing.assert_array_equal(old, new)
+
+
+def test_failed_cholesky_is_described_with_its_layer():
+    model = tf_keras.Sequential(
+        [tf_keras.Input((2,)), tf_keras.layers.Dense(1, name="gp_layer_1")], name="avdgp"
+    )
+    progress = EpochProgress("AVDGP", stream=None)
+    progress.epoch, progress.batch = 4, 11
+    error = tf.errors.InvalidArgumentError(
+        None,
+        None,
+        "Cholesky decomposition was not successful. The input might not be valid.\n"
+        "\t [[{{node avdgp/gp_layer_1/Cholesky}}]]",
+    )
+    message = _describe_failed_step(error, model, progress, Path("out/backup"))
+    assert message == (
+        "AVDGP: training stopped in epoch 5, batch 12: a failed Cholesky factorisation (matrix "
+        "not positive definite) of layer 'gp_layer_1'; the weights of the last finished epoch "
+        "(4) are kept in out/backup"
+    )
+
+
+def test_float32_training_on_standardised_uci_data_stays_finite():
+    """A short float32 run of the paper's 3-layer AVDGP on a UCI split (see the benchmark
+    ``benchmarks/float32_robustness.py`` for the longer measurement)."""
+    from gpflux_avdgp.experiments.data import Standardizer, load_dataset, split_dataset
+    from gpflux_avdgp.experiments.runner import standardise_split
+
+    root = Path(__file__).resolve().parents[2] / "shared" / "data" / "uci" / "concrete"
+    dataset = load_dataset(root)
+    for seed in (0, 1):
+        split = split_dataset(dataset, seed=seed, split=0)
+        split = standardise_split(split, Standardizer.fit(split.x_train, split.y_train))
+        config = TrainConfig(epochs=2, batch_size=100, seed=seed, dtype="float32")
+        tf_keras.backend.clear_session()
+        tf_keras.utils.set_random_seed(seed)
+        with float_type("float32"):
+            spec = ModelSpec(model="avdgp", rule="ar2p", num_layers=3, seed=seed)
+            built = build_model(spec, split.x_train.shape[1], len(split.x_train))
+            assert built.model.inputs[0].dtype == tf.float32
+            progress = fit_model(built, split.x_train, split.y_train, config)
+        assert all(np.isfinite(progress.losses)), progress.losses
