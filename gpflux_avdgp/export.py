@@ -328,7 +328,7 @@ def export(
     extra = dict(metadata or {})
     clashes = sorted(set(extra) & set(described))
     if clashes:
-        raise ValueError(f"metadata: {', '.join(clashes)} are written by export itself")
+        raise ValueError(f"metadata: {', '.join(clashes)}: set by export, cannot be replaced")
     try:
         metadata_json = json.dumps({**described, **extra}, indent=2)
     except (TypeError, ValueError) as error:

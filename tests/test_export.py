@@ -348,6 +348,8 @@ def small_model():
         ({"x_mean": [0, 0], "x_std": [1, 0]}, r"x_std: expected positive values, got \[1.0, 0.0\]"),
         ({"y_mean": np.nan, "y_std": 1}, r"y_mean: expected finite values, got \[nan\]"),
         ({"likelihood": "gaussian"}, "likelihood: expected a GPflow likelihood, got 'gaussian'"),
+        ({"metadata": {"dtype": "int8"}}, "metadata: dtype: set by export, cannot be replaced"),
+        ({"metadata": {"when": object()}}, "metadata: expected JSON-able values"),
     ],
 )
 def test_export_rejects_bad_arguments(small_model, tmp_path, options, message):
