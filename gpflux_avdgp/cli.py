@@ -528,6 +528,12 @@ def _format(value: float) -> str:
     return repr(float(value))
 
 
+def _format_label(value: float) -> str:
+    """A class label as the data wrote it: ``2.0`` -> ``"2"``, ``0.5`` -> ``"0.5"``."""
+    value = float(value)
+    return str(int(value)) if value.is_integer() else repr(value)
+
+
 def _prediction_rows(saved: SavedRun, inputs: np.ndarray, batch_size: int) -> list[list[str]]:
     """The CSV rows (header first) of ``predict`` for raw features ``inputs`` ``[N, D]``."""
     from . import metrics
@@ -547,7 +553,7 @@ def _prediction_rows(saved: SavedRun, inputs: np.ndarray, batch_size: int) -> li
         classes = saved.data.get("classes") or [0.0, 1.0]
         labels = [classes[1] if p > 0.5 else classes[0] for p in probability]
         rows = [["probability", "label"]]
-        rows += [[_format(p), f"{label:g}"] for p, label in zip(probability, labels)]
+        rows += [[_format(p), _format_label(label)] for p, label in zip(probability, labels)]
         return rows
     weights = prediction.weights  # [N, S]
     means, variances = metrics.rescale_mixture(
