@@ -578,7 +578,11 @@ def _predict(args) -> int:
     inputs = _feature_columns(args.data, saved.num_features, target)
     rows = _prediction_rows(saved, inputs, args.batch_size)
     if args.out is None:
-        csv.writer(sys.stdout, lineterminator="\n").writerows(rows)
+        try:
+            csv.writer(sys.stdout, lineterminator="\n").writerows(rows)
+            sys.stdout.flush()
+        except BrokenPipeError:  # e.g. '| head': the reader has all it wants
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
