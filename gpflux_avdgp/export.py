@@ -96,6 +96,10 @@ def _scaling(
     input_dim: int,
     output_dim: int,
 ) -> _Scaling:
+    """Resolve ``standardizer`` or the explicit statistics into checked vectors.
+
+    :raises ValueError: for both kinds given, half a pair, or a bad shape or value.
+    """
     explicit = {"x_mean": x_mean, "x_std": x_std, "y_mean": y_mean, "y_std": y_std}
     if standardizer is not None:
         given = [name for name, value in explicit.items() if value is not None]
