@@ -20,7 +20,7 @@ import gpflow
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from .layers.likelihood_layer import likelihood_from_config, likelihood_to_config
+from .layers.likelihood_layer import likelihood_to_config, shared_likelihood_from_config
 from .mixture import GaussianMixture
 from .validation import check_choice
 
@@ -126,6 +126,9 @@ class AVDGPLoss(tf_keras.losses.Loss):
 
     @classmethod
     def from_config(cls, config: dict) -> "AVDGPLoss":
+        """Rebuild the loss; while loading a model, it gets the very likelihood object of the
+        model's reloaded :class:`~gpflux_avdgp.TrainableLikelihood` (same saved id), so
+        continued training trains that layer's parameters through the loss."""
         config = dict(config)
-        config["likelihood"] = likelihood_from_config(config["likelihood"])
+        config["likelihood"] = shared_likelihood_from_config(config["likelihood"])
         return cls(**config)

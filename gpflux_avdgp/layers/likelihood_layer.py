@@ -1,6 +1,18 @@
-"""A pass-through layer that puts the likelihood's parameters in the model."""
+"""A pass-through layer that puts the likelihood's parameters in the model.
+
+Saving: a likelihood is described by :func:`likelihood_to_config`, which includes a persistent
+``id`` shared by every config that describes the same object (the model's
+:class:`TrainableLikelihood` and the compiled :class:`~gpflux_avdgp.AVDGPLoss`). Loading a
+model rebuilds the layer first (:meth:`TrainableLikelihood.from_config` registers its new
+likelihood under that id) and the compiled loss after it (:func:`shared_likelihood_from_config`
+picks the registered object), so the reloaded loss trains the reloaded layer's likelihood.
+"""
 
 from __future__ import annotations
+
+import uuid
+import weakref
+from typing import Optional
 
 import gpflow
 import tensorflow as tf
@@ -8,7 +20,20 @@ from gpflow.keras import tf_keras
 
 from .module_state import GPflowModuleState
 
-__all__ = ["TrainableLikelihood"]
+__all__ = [
+    "TrainableLikelihood",
+    "likelihood_from_config",
+    "likelihood_id",
+    "likelihood_to_config",
+    "shared_likelihood_from_config",
+]
+
+#: Persistent id of every likelihood that has been saved or loaded in this process.
+_IDS: "weakref.WeakKeyDictionary[gpflow.likelihoods.Likelihood, str]" = weakref.WeakKeyDictionary()
+#: The likelihood most recently rebuilt by :meth:`TrainableLikelihood.from_config`, per id.
+_LOADED: "weakref.WeakValueDictionary[str, gpflow.likelihoods.Likelihood]" = (
+    weakref.WeakValueDictionary()
+)
 
 
 @tf_keras.utils.register_keras_serializable(package="gpflux_avdgp")
@@ -47,26 +72,73 @@ class TrainableLikelihood(GPflowModuleState, tf_keras.layers.Layer):
 
     @classmethod
     def from_config(cls, config: dict) -> "TrainableLikelihood":
+        """Rebuild the layer with a new likelihood, registered under the saved id so that a
+        loss loaded after it shares the object (see :func:`shared_likelihood_from_config`)."""
         config = dict(config)
-        config["likelihood"] = likelihood_from_config(config["likelihood"])
+        likelihood = likelihood_from_config(config["likelihood"])
+        saved_id = config["likelihood"].get("id")
+        if saved_id is not None:
+            _IDS[likelihood] = saved_id
+            _LOADED[saved_id] = likelihood
+        config["likelihood"] = likelihood
         return cls(**config)
 
 
+def likelihood_id(likelihood: gpflow.likelihoods.Likelihood) -> str:
+    """The persistent id of ``likelihood`` (a random hex string given on first use, or the id
+    it was saved under if it was loaded)."""
+    if likelihood not in _IDS:
+        _IDS[likelihood] = uuid.uuid4().hex
+    return _IDS[likelihood]
+
+
 def likelihood_to_config(likelihood: gpflow.likelihoods.Likelihood) -> dict:
-    """A JSON-able description of the Gaussian and Bernoulli (probit) likelihoods."""
+    """A JSON-able description of the Gaussian and Bernoulli (probit) likelihoods, with the
+    likelihood's persistent ``id`` (:func:`likelihood_id`).
+
+    :raises NotImplementedError: for other likelihoods (or subclasses), rather than saving a
+        different one.
+    """
     if type(likelihood) is gpflow.likelihoods.Gaussian:
-        return {"class_name": "Gaussian", "variance": float(likelihood.variance.numpy())}
-    if type(likelihood) is gpflow.likelihoods.Bernoulli:
-        return {"class_name": "Bernoulli"}
-    raise NotImplementedError(
-        f"likelihood: {type(likelihood).__name__} cannot be saved; Gaussian and Bernoulli can"
-    )
+        config = {"class_name": "Gaussian", "variance": float(likelihood.variance.numpy())}
+    elif type(likelihood) is gpflow.likelihoods.Bernoulli:
+        config = {"class_name": "Bernoulli"}
+    else:
+        raise NotImplementedError(
+            f"likelihood: {type(likelihood).__name__} cannot be saved; Gaussian and Bernoulli can"
+        )
+    config["id"] = likelihood_id(likelihood)
+    return config
 
 
 def likelihood_from_config(config: dict) -> gpflow.likelihoods.Likelihood:
-    """Inverse of :func:`likelihood_to_config` (the trained values come from the weights)."""
+    """A new likelihood from :func:`likelihood_to_config` (trained values come from the
+    weights).
+
+    :raises ValueError: for an unknown ``class_name``.
+    """
     if config["class_name"] == "Gaussian":
         return gpflow.likelihoods.Gaussian(variance=config["variance"])
     if config["class_name"] == "Bernoulli":
         return gpflow.likelihoods.Bernoulli()
     raise ValueError(f"likelihood: unknown class_name {config['class_name']!r}")
+
+
+def shared_likelihood_from_config(config: dict) -> gpflow.likelihoods.Likelihood:
+    """The likelihood that :meth:`TrainableLikelihood.from_config` last rebuilt under
+    ``config["id"]`` (loading a model rebuilds its layers before its compiled loss), else a
+    new one from :func:`likelihood_from_config`.
+
+    :raises ValueError: if the registered likelihood is of another class than ``config``
+        describes.
+    """
+    saved_id: Optional[str] = config.get("id")
+    registered = None if saved_id is None else _LOADED.get(saved_id)
+    if registered is None:
+        return likelihood_from_config(config)
+    if type(registered).__name__ != config["class_name"]:
+        raise ValueError(
+            f"likelihood: id {saved_id!r} belongs to a {type(registered).__name__} likelihood, "
+            f"the config describes a {config['class_name']}"
+        )
+    return registered
