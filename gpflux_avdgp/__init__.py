@@ -27,6 +27,7 @@ from .models import build_avdgp
 from .objectives import AVDGPLoss, Objective, mixture_log_density
 from .prediction import PredictiveMixture, predict_mixture
 from .propagation import PropagationRule, propagate
+from .saving import ModelFileError, load_model
 
 __version__ = "0.1.0"
 
@@ -40,6 +41,7 @@ __all__ = [
     "KLConvention",
     "MLPInference",
     "MixtureLayer",
+    "ModelFileError",
     "Objective",
     "PredictiveMixture",
     "PropagationRule",
@@ -50,6 +52,7 @@ __all__ = [
     "build_avdgp",
     "export",
     "kernels",
+    "load_model",
     "metrics",
     "mixture_log_density",
     "pointwise_covariances",
