@@ -1,0 +1,98 @@
+"""Every model of the experiments' zoo survives ``model.save`` and loading in both formats
+without ``custom_objects``: the same variables, optimizer state and predictions, and a
+compiled loss that shares the reloaded model's likelihood. Loading never unpickles code.
+
+Continued training after a reload is checked in ``test_saving.py`` on a model that mixes the
+layer kinds (the zoo models only differ from it by their configs).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import pytest
+from gpflow.keras import tf_keras
+from test_saving import (  # tests/ has no __init__.py: pytest puts it on sys.path
+    FORMATS,
+    assert_loss_shares_likelihood,
+    assert_same_optimizer_state,
+    assert_same_weights,
+    perturb_state,
+    refusing_unpickling,
+    toy_data,
+)
+
+import gpflux_avdgp
+from gpflux_avdgp.experiments.zoo import ModelSpec, build_model
+
+#: (model, rule, task): every family, every AVDGP rule, both tasks.
+ZOO = [
+    ("avdgp", "ar1", "regression"),
+    ("avdgp", "ar2", "classification"),
+    ("avdgp", "ar2p", "regression"),
+    ("avdgp", "ar2pp", "classification"),
+    ("sgp-avi", None, "regression"),
+    ("idsgp", None, "classification"),
+    ("svgp", None, "classification"),
+    ("dsdgp", None, "regression"),
+    ("dspp", None, "classification"),
+]
+#: SavedModel round trips run by default: one per layer set-up not covered by
+#: ``test_saving.py``'s SavedModel test (AR2P sigma points with a Bernoulli likelihood and the
+#: predictive loss, IDSGP's MLP inference, paired GPflux layers); saving a SavedModel traces
+#: every layer, so the others are marked slow.
+FAST_SAVED_MODELS = {"avdgp-ar2pp", "idsgp", "dspp"}
+
+
+def zoo_cases() -> list:
+    cases = []
+    for kind, rule, task in ZOO:
+        label = f"avdgp-{rule}" if rule else kind
+        for suffix in FORMATS:
+            slow = suffix == "" and label not in FAST_SAVED_MODELS
+            cases.append(
+                pytest.param(
+                    kind,
+                    rule,
+                    task,
+                    suffix,
+                    id=f"{label}-{task}-{'keras' if suffix else 'savedmodel'}",
+                    marks=[pytest.mark.slow] if slow else [],
+                )
+            )
+    return cases
+
+
+@pytest.mark.parametrize("kind, rule, task, suffix", zoo_cases())
+def test_zoo_model_round_trip(tmp_path, rng, kind: str, rule: Optional[str], task: str, suffix):
+    x, y = toy_data(rng, task)
+    deep = kind in ("avdgp", "dsdgp", "dspp")
+    spec = ModelSpec(
+        model=kind,
+        rule=rule or "ar2p",
+        task=task,
+        num_layers=2,
+        hidden_dims=[3] if deep else None,
+        num_inducing=[4, 4] if deep else [4],
+        num_points=4,
+    )
+    built = build_model(spec, x.shape[1], len(x), inputs=x)
+    model = built.model
+    model.compile(tf_keras.optimizers.Adam(0.01), loss=built.loss)
+    perturb_state(model, rng)
+
+    path = str(tmp_path / f"{spec.label}{suffix}")
+    model.save(path)
+    with refusing_unpickling():
+        if suffix == ".keras":
+            reloaded = tf_keras.models.load_model(path, safe_mode=True)
+        else:  # tf_keras.models.load_model, plus the optimizer state it leaves out
+            reloaded = gpflux_avdgp.load_model(path)
+    assert_same_weights(model, reloaded)
+    assert_same_optimizer_state(model, reloaded)
+    assert_loss_shares_likelihood(reloaded)
+    assert reloaded.loss.get_config() == model.loss.get_config()
+    # the packed predictive mixture (prediction mode: AR2P's sigma points, fixed AR1/AR2
+    # draws), bit for bit; test_saving.py compares predict_mixture
+    np.testing.assert_array_equal(reloaded(x).numpy(), model(x).numpy())
