@@ -12,6 +12,7 @@ from typing import Optional
 
 import numpy as np
 import pytest
+import tensorflow as tf
 from gpflow.keras import tf_keras
 from test_saving import (  # tests/ has no __init__.py: pytest puts it on sys.path
     FORMATS,
@@ -24,6 +25,8 @@ from test_saving import (  # tests/ has no __init__.py: pytest puts it on sys.pa
 )
 
 import gpflux_avdgp
+from gpflux_avdgp import AmortizedGPLayer
+from gpflux_avdgp.experiments import runner
 from gpflux_avdgp.experiments.zoo import ModelSpec, build_model
 
 #: (model, rule, task): every family, every AVDGP rule, both tasks.
@@ -96,3 +99,27 @@ def test_zoo_model_round_trip(tmp_path, rng, kind: str, rule: Optional[str], tas
     # the packed predictive mixture (prediction mode: AR2P's sigma points, fixed AR1/AR2
     # draws), bit for bit; test_saving.py compares predict_mixture
     np.testing.assert_array_equal(reloaded(x).numpy(), model(x).numpy())
+
+
+def test_float32_model_round_trip(tmp_path, rng):
+    """A float32 model (GPflux and amortized layers) reloads in float32 under the same GPflow
+    float type, as the runner trains and saves it."""
+    x, _ = toy_data(rng)
+    x = x.astype(np.float32)
+    spec = ModelSpec(model="dspp", num_layers=2, hidden_dims=[3], num_inducing=[4, 4], num_points=3)
+    path = str(tmp_path / "model.keras")
+    with runner.float_type("float32"):
+        built = build_model(spec, 2, len(x), inputs=x)
+        *gp_layers, likelihood_layer = built.model.layers
+        model = tf_keras.Sequential(
+            [tf_keras.Input((2,), dtype=tf.float32)]
+            + gp_layers
+            + [AmortizedGPLayer(1, 3, len(x), seed=3), likelihood_layer]
+        )
+        perturb_state(model, rng)
+        model.save(path)
+        reloaded = tf_keras.models.load_model(path)
+        assert {v.dtype for v in reloaded.weights} == {tf.float32}
+        assert reloaded.layers[-1].likelihood.variance.dtype == tf.float32
+        assert_same_weights(model, reloaded)
+        np.testing.assert_array_equal(reloaded(x).numpy(), model(x).numpy())

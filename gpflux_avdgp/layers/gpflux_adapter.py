@@ -27,6 +27,7 @@ from gpflow.utilities import parameter_dict
 from ..kernels import KERNELS, kernel_spec, make_kernel
 from ..propagation import Propagated, PropagationRule
 from .base import MixtureLayer
+from .module_state import gpflow_float
 
 __all__ = ["SigmaPointGPLayer", "gp_layer_to_config", "gp_layer_from_config"]
 
@@ -244,6 +245,7 @@ def gp_layer_to_config(gp_layer: gpflux.layers.GPLayer, *, owner: Optional[str] 
         )
     config = {
         "name": gp_layer.name,
+        "dtype": gp_layer.q_mu.dtype.name,
         "trainable": bool(gp_layer.trainable),
         "num_data": None if gp_layer.num_data is None else int(gp_layer.num_data),
         "num_latent_gps": int(gp_layer.num_latent_gps),
@@ -286,8 +288,8 @@ def _check_rebuilds(gp_layer: gpflux.layers.GPLayer, config: dict, where: str) -
     for (label, parameter), (_, placeholder) in zip(original, placeholders):
         if parameter.dtype != placeholder.dtype:
             raise NotImplementedError(
-                f"{where}: parameter {label!r} has dtype {parameter.dtype.name}, its config "
-                f"rebuilds {placeholder.dtype.name} (gpflow.default_float()); it cannot be saved"
+                f"{where}: parameter {label!r} has dtype {parameter.dtype.name}, the layer's "
+                f"{placeholder.dtype.name}; mixed float types cannot be saved"
             )
         if parameter.prior is not None:
             raise NotImplementedError(
@@ -320,12 +322,17 @@ def _placeholder_kernel(spec: dict, input_dim: int) -> gpflow.kernels.Kernel:
 def gp_layer_from_config(config: dict) -> gpflux.layers.GPLayer:
     """Rebuild a GPflux ``GPLayer`` from :func:`gp_layer_to_config` with placeholder values
     (unit kernel hyperparameters, standard-normal inducing points ``[M, D]``, identity-like
-    ``A``, GPflux's initial ``q_mu`` ``[M, L]`` and ``q_sqrt`` ``[L, M, M]``), in
-    ``gpflow.default_float()``; loading the weights then sets the trained values.
+    ``A``, GPflux's initial ``q_mu`` ``[M, L]`` and ``q_sqrt`` ``[L, M, M]``) in the saved
+    float type; loading the weights then sets the trained values.
 
     :param config: the dict returned by :func:`gp_layer_to_config`.
     :raises ValueError: for a config that does not describe a supported layer.
     """
+    with gpflow_float(config.get("dtype", gpflow.default_float().__name__)):
+        return _build_gp_layer(config)
+
+
+def _build_gp_layer(config: dict) -> gpflux.layers.GPLayer:
     input_dim, num_inducing = config["input_dim"], config["num_inducing"]
     kernel_config = config["kernel"]
     kernels = [_placeholder_kernel(spec, input_dim) for spec in kernel_config["kernels"]]

@@ -18,7 +18,7 @@ import gpflow
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from .module_state import GPflowModuleState
+from .module_state import GPflowModuleState, gpflow_float
 
 __all__ = [
     "TrainableLikelihood",
@@ -100,7 +100,11 @@ def likelihood_to_config(likelihood: gpflow.likelihoods.Likelihood) -> dict:
         different one.
     """
     if type(likelihood) is gpflow.likelihoods.Gaussian:
-        config = {"class_name": "Gaussian", "variance": float(likelihood.variance.numpy())}
+        config = {
+            "class_name": "Gaussian",
+            "variance": float(likelihood.variance.numpy()),
+            "dtype": likelihood.variance.dtype.name,
+        }
     elif type(likelihood) is gpflow.likelihoods.Bernoulli:
         config = {"class_name": "Bernoulli"}
     else:
@@ -112,13 +116,14 @@ def likelihood_to_config(likelihood: gpflow.likelihoods.Likelihood) -> dict:
 
 
 def likelihood_from_config(config: dict) -> gpflow.likelihoods.Likelihood:
-    """A new likelihood from :func:`likelihood_to_config` (trained values come from the
-    weights).
+    """A new likelihood from :func:`likelihood_to_config`, in the saved float type (trained
+    values come from the weights).
 
     :raises ValueError: for an unknown ``class_name``.
     """
     if config["class_name"] == "Gaussian":
-        return gpflow.likelihoods.Gaussian(variance=config["variance"])
+        with gpflow_float(config.get("dtype", gpflow.default_float().__name__)):
+            return gpflow.likelihoods.Gaussian(variance=config["variance"])
     if config["class_name"] == "Bernoulli":
         return gpflow.likelihoods.Bernoulli()
     raise ValueError(f"likelihood: unknown class_name {config['class_name']!r}")
