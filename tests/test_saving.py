@@ -258,6 +258,23 @@ def test_model_checkpoint_keeps_the_best_model_in_both_formats(tmp_path, rng):
         assert_loss_shares_likelihood(reloaded)
 
 
+def test_loss_config_shares_a_loaded_likelihood_or_builds_its_own():
+    likelihood = gpflow.likelihoods.Gaussian(0.3)
+    config = AVDGPLoss(likelihood, objective="predictive").get_config()
+    alone = AVDGPLoss.from_config(config)  # no model loaded with this likelihood's id
+    assert alone.likelihood is not likelihood
+    assert alone.likelihood.variance.numpy() == pytest.approx(0.3)
+    assert alone.objective.value == "predictive"
+
+    layer = TrainableLikelihood.from_config(TrainableLikelihood(likelihood).get_config())
+    assert AVDGPLoss.from_config(config).likelihood is layer.likelihood
+    assert layer.get_config()["likelihood"]["id"] == config["likelihood"]["id"]
+
+    wrong_class = dict(config, likelihood=dict(config["likelihood"], class_name="Bernoulli"))
+    with pytest.raises(ValueError, match="belongs to a Gaussian likelihood"):
+        AVDGPLoss.from_config(wrong_class)
+
+
 # ------------------------------------------------------------------- SigmaPointGPLayer config
 def wrap(gp_layer: gpflux.layers.GPLayer, input_dim: int = 2) -> SigmaPointGPLayer:
     """A built wrapper (AR2P, three components) around ``gp_layer``."""

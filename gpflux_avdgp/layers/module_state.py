@@ -3,7 +3,10 @@
 ``tf_keras``' ``.keras`` format stores only the variables a layer created with ``add_weight``
 (and recurses into sub-layers), so GPflow modules held as attributes (kernels, mean functions,
 likelihoods) would silently reload at their initial values. Layers that hold such modules mix
-this in and list them in :meth:`_gpflow_modules`.
+this in and list them in :meth:`_gpflow_modules`. A variable that a sub-layer also stores as
+its own weight (a wrapped GPflux layer's ``q_mu``, ``q_sqrt``) is stored twice with the same
+value, and loading assigns it twice; the TensorFlow SavedModel format restores all of them
+through the checkpoint's object graph instead.
 """
 
 from __future__ import annotations
