@@ -20,7 +20,8 @@ rule        ``F``                            ``h``
 generator keyed by ``seed`` (so a run restored from a checkpoint, or compiled with XLA, draws
 the same numbers); with ``common_draws=True`` one set of ``S`` draws is shared by all datapoints
 (common random numbers: prediction is then deterministic and independent of batching, like the
-sigma points of AR2P). When the input
+sigma points of AR2P). The generator is pinned to Philox, so XLA draws the same numbers as eager
+execution. When the input
 mixture has one component (the output of the first layer) it is expanded to ``S`` components;
 otherwise component ``s`` feeds component ``s`` (paired propagation, as in DSPP). A
 deterministic input (rank-2 tensor) is used as is: ``F = h = x`` with one component, which is
@@ -116,7 +117,7 @@ def propagate(
         count = num_points if expand else tf.shape(means)[1]
         shape = tf.stack([batch, count, tf.shape(means)[2]])
         scale_draws = tf.random.stateless_normal(
-            shape, seed=stateless_seed(seed), dtype=means.dtype
+            shape, seed=stateless_seed(seed), dtype=means.dtype, alg="philox"
         )  # [B, S, D] ([1, S, D] with common draws)
     locations = means + scale_draws * tf.sqrt(tf.maximum(variances, 0.0))  # [B, S, D]
     batch_ones = tf.ones_like(locations[..., 0])  # [B, S]

@@ -192,7 +192,7 @@ def _fit_float32_model(x: np.ndarray, y: np.ndarray, rule: str) -> None:
     model = gpflux_avdgp.build_avdgp(
         2, [2, 2, 1], NUM_INDUCING, NUM_DATA, likelihood, rule=rule, num_points=NUM_POINTS, seed=9
     )
-    assert all(w.dtype == tf.float32 for w in model.weights)
+    assert all(w.dtype == tf.float32 for w in model.weights if w.dtype.is_floating)
     assert likelihood.variance.dtype == tf.float32
     assert model(x[:5]).dtype == tf.float32
 
@@ -307,8 +307,10 @@ def test_sampled_rules_predict_with_num_predict_points(rng, rule):
     assert first.weights.shape == (NUM_DATA, num_predict_points)
     assert first.f_means.shape == (NUM_DATA, num_predict_points, 1)
     np.testing.assert_allclose(first.weights, 1.0 / num_predict_points)
-    # Monte Carlo components: fresh draws on every call
-    assert not np.array_equal(first.f_means, second.f_means)
+    # prediction uses one fixed set of Monte Carlo draws: deterministic, and the components
+    # are distinct draws
+    np.testing.assert_array_equal(first.f_means, second.f_means)
+    assert len(np.unique(first.f_means[0, :, 0])) == num_predict_points
 
 
 def test_ar1_default_points_one_for_training_many_for_prediction(rng):

@@ -9,6 +9,7 @@ import gpflow
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
+from ..cholesky import jittered_cholesky
 from ..conditionals import amortized_conditional, amortized_kl
 from ..covariances import pointwise_covariances
 from ..inference import AffineInference, MLPInference
@@ -30,23 +31,7 @@ from ..validation import (
 )
 from .base import KLConvention, MixtureLayer
 
-__all__ = ["AmortizedGPLayer", "InferenceKind", "add_relative_jitter"]
-
-
-def add_relative_jitter(kuu: tf.Tensor) -> tf.Tensor:
-    """``K_uu + jitter * mean(diag K_uu) * I`` per datapoint, ``[N, M, M]``.
-
-    The jitter (``gpflow.default_jitter()``) is relative to each matrix's own scale, the
-    kernel's prior variance at the inducing points, so it stays effective however large the
-    learned kernel variance grows: an absolute jitter of ``1e-5`` disappears in float32 once
-    the variance exceeds about ``1e2`` (float32 resolves ``1 + 1e-7``), and nearly coincident
-    inducing points then make the Cholesky fail. With the relative jitter the smallest
-    eigenvalue is at least ``jitter`` times the scale, far above float32 round-off
-    (``M * 6e-8`` of the scale) for the small ``M`` of an amortized layer.
-    """
-    scale = tf.reduce_mean(tf.linalg.diag_part(kuu), axis=-1)[..., None, None]  # [N, 1, 1]
-    eye = tf.eye(tf.shape(kuu)[-1], dtype=kuu.dtype)  # [M, M]
-    return kuu + gpflow.config.default_jitter() * scale * eye
+__all__ = ["AmortizedGPLayer", "InferenceKind"]
 
 
 class InferenceKind(str, enum.Enum):
@@ -182,7 +167,7 @@ class AmortizedGPLayer(MixtureLayer):
 
         inducing, q_mu, q_sqrt = self.inference(amortization_input)  # Z [N, M, D]
         kuu, kuf, kff = pointwise_covariances(self.kernel, inducing, locations)
-        chol_kuu = tf.linalg.cholesky(add_relative_jitter(kuu))  # [N, M, M]
+        chol_kuu = jittered_cholesky(kuu)  # [N, M, M], relative and adaptive jitter
         if self.whiten:
             q_mu_centred = q_mu
         else:

@@ -1,0 +1,169 @@
+"""Reproducible Monte Carlo draws (AR1/AR2) and the relative Cholesky jitter.
+
+Training draws are stateless, keyed by ``[noise_seed, t]`` with ``t`` a saved per-layer
+counter, so restoring the weights restores the draws; prediction uses one fixed set of draws
+shared by all datapoints, so it is deterministic, independent of batching and equal under XLA.
+"""
+
+import gpflow
+import numpy as np
+import pytest
+import tensorflow as tf
+from gpflow.keras import tf_keras
+
+import gpflux_avdgp
+from gpflux_avdgp.cholesky import add_relative_jitter, jittered_cholesky
+from gpflux_avdgp.mixture import GaussianMixture
+from gpflux_avdgp.propagation import PropagationRule, propagate, stateless_seed
+
+
+def _mixture(rng, batch=5, components=1, dim=2, identical=False):
+    means = rng.normal(size=(batch, components, dim))
+    if identical:
+        means = np.broadcast_to(means[:1], means.shape).copy()
+    variances = np.full((batch, components, dim), 0.5)
+    log_weights = np.full((batch, components), -np.log(components))
+    return GaussianMixture(tf.constant(means), tf.constant(variances), tf.constant(log_weights))
+
+
+# ----------------------------------------------------------------------- propagate
+@pytest.mark.parametrize("rule", ["ar1", "ar2"])
+def test_seeded_draws_are_a_function_of_the_seed(rng, rule):
+    mixture = _mixture(rng)
+    first = propagate(mixture, rule, num_points=3, seed=7).locations.numpy()
+    np.testing.assert_array_equal(propagate(mixture, rule, num_points=3, seed=7).locations, first)
+    keyed = propagate(mixture, rule, num_points=3, seed=tf.constant([7, 0])).locations
+    np.testing.assert_array_equal(keyed, first)  # an int s is the key [s, 0]
+    other = propagate(mixture, rule, num_points=3, seed=tf.constant([7, 1])).locations.numpy()
+    assert not np.any(np.isclose(other, first))
+    unseeded = [propagate(mixture, rule, num_points=3).locations.numpy() for _ in range(2)]
+    assert not np.any(np.isclose(*unseeded))  # no seed: fresh draws on every call
+
+
+def test_common_draws_are_shared_by_datapoints_not_components(rng):
+    mixture = _mixture(rng, batch=4, identical=True)
+    locations = propagate(
+        mixture, PropagationRule.AR2, num_points=3, seed=1, common_draws=True
+    ).locations.numpy()  # [4, 3, 2]
+    np.testing.assert_array_equal(locations, np.broadcast_to(locations[:1], locations.shape))
+    assert len({tuple(row) for row in locations[0]}) == 3  # components differ
+    independent = propagate(mixture, PropagationRule.AR2, num_points=3, seed=1).locations
+    assert len({tuple(row) for row in independent.numpy().reshape(-1, 2)}) == 12
+
+
+def test_stateless_seed_rejects_a_wrong_shape():
+    with pytest.raises(ValueError, match="seed: expected an int or a shape-\\[2\\]"):
+        stateless_seed(tf.constant([1, 2, 3]))
+
+
+# ----------------------------------------------------------------------- layers and models
+def _model(rule: str, seed: int = 3) -> tf_keras.Sequential:
+    return gpflux_avdgp.build_avdgp(
+        2, [2, 1], 3, 50, gpflow.likelihoods.Gaussian(0.1), rule=rule, num_points=4, seed=seed
+    )
+
+
+def _counter(model: tf_keras.Sequential) -> int:
+    return int(model.get_layer("gp_layer_2").draw_counter.numpy())
+
+
+@pytest.mark.parametrize("rule", ["ar1", "ar2"])
+def test_training_draws_advance_a_saved_counter(rng, rule):
+    model = _model(rule)
+    x = tf.constant(rng.normal(size=(6, 2)))
+    assert _counter(model) == 0
+    first, second = model(x, training=True), model(x, training=True)
+    assert _counter(model) == 2
+    assert not np.allclose(first.numpy(), second.numpy())
+    model(x, training=False)
+    assert _counter(model) == 2  # prediction does not advance it
+    assert model.get_layer("gp_layer_1").draw_counter is None  # deterministic input: no draws
+
+
+@pytest.mark.parametrize("rule", ["ar1", "ar2"])
+def test_restored_weights_continue_with_the_same_draws(rng, rule):
+    x = tf.constant(rng.normal(size=(6, 2)))
+    original = _model(rule)
+    original(x, training=True)
+    copy = _model(rule, seed=99)  # other initial weights and noise seed ...
+    copy.get_layer("gp_layer_2").noise_seed = original.get_layer("gp_layer_2").noise_seed
+    copy.set_weights(original.get_weights())  # ... until the weights (and counter) are copied
+    np.testing.assert_array_equal(copy(x, training=True), original(x, training=True))
+
+
+@pytest.mark.parametrize("rule", ["ar1", "ar2"])
+def test_prediction_is_deterministic_and_independent_of_batching(rng, rule):
+    model = _model(rule)
+    x = rng.normal(size=(7, 2))
+    together = model(tf.constant(x), training=False).numpy()
+    np.testing.assert_array_equal(model(tf.constant(x), training=False), together)
+    for row in range(len(x)):
+        alone = model(tf.constant(x[row : row + 1]), training=False).numpy()
+        np.testing.assert_allclose(alone[0], together[row], rtol=1e-12)
+    assert together.shape[1] == (32 if rule == "ar1" else 4)  # AR1 predicts with S = 32
+
+
+def test_xla_prediction_equals_eager_prediction(rng):
+    model = _model("ar2")
+    x = tf.constant(rng.normal(size=(5, 2)))
+    compiled = tf.function(lambda inputs: model(inputs, training=False), jit_compile=True)
+    np.testing.assert_allclose(compiled(x), model(x, training=False), rtol=1e-10, atol=1e-12)
+
+
+def test_noise_seed_is_saved_and_validated():
+    layer = gpflux_avdgp.AmortizedGPLayer(1, 2, 10, rule="ar2", seed=None)
+    assert isinstance(layer.noise_seed, int)  # drawn once, then kept in the config
+    assert layer.get_config()["noise_seed"] == layer.noise_seed
+    seeded = gpflux_avdgp.AmortizedGPLayer(1, 2, 10, rule="ar2", seed=5)
+    assert seeded.noise_seed == 5
+    rebuilt = gpflux_avdgp.AmortizedGPLayer.from_config(layer.get_config())
+    assert rebuilt.noise_seed == layer.noise_seed
+    with pytest.raises(ValueError, match="noise_seed: expected an int"):
+        gpflux_avdgp.AmortizedGPLayer(1, 2, 10, noise_seed=1.5)
+
+
+# ----------------------------------------------------------------------- jitter
+def test_relative_jitter_matches_numpy(rng):
+    a = rng.normal(size=(3, 4, 4))
+    kuu = a @ np.transpose(a, (0, 2, 1)) * np.array([0.1, 1.0, 50.0])[:, None, None]
+    expected = kuu + 1e-6 * np.trace(kuu, axis1=1, axis2=2)[:, None, None] / 4 * np.eye(4)
+    with gpflow.config.as_context(gpflow.config.Config(jitter=1e-6)):
+        np.testing.assert_allclose(add_relative_jitter(tf.constant(kuu)), expected, rtol=1e-14)
+
+
+def test_relative_jitter_keeps_a_large_variance_float32_cholesky_alive():
+    """Coincident inducing points under a kernel variance of 1e4, in float32: the absolute
+    jitter 1e-5 is below float32 resolution at that scale and the factor is NaN (TF 2.21
+    returns NaNs rather than raising); the relative jitter keeps it positive definite."""
+    kuu = tf.constant(np.full((1, 8, 8), 1e4), dtype=tf.float32)
+    absolute = tf.linalg.cholesky(kuu + 1e-5 * tf.eye(8, dtype=tf.float32)).numpy()
+    assert not np.all(np.isfinite(absolute))
+    with gpflow.config.as_context(gpflow.config.Config(jitter=1e-5, float=np.float32)):
+        chol = tf.linalg.cholesky(add_relative_jitter(kuu)).numpy()
+    assert np.all(np.isfinite(chol)) and np.all(np.diagonal(chol, axis1=1, axis2=2) > 0)
+
+
+def _indefinite(smallest_eigenvalue: float) -> np.ndarray:
+    """A 4 x 4 symmetric matrix with eigenvalues (3, 2, 1, smallest), mean diagonal 1.5 + s/4."""
+    rotation, _ = np.linalg.qr(np.random.default_rng(0).normal(size=(4, 4)))
+    return rotation @ np.diag([3.0, 2.0, 1.0, smallest_eigenvalue]) @ rotation.T
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["graph", "xla"])
+def test_jittered_cholesky_retries_only_the_failing_matrices(compiled):
+    good = _indefinite(0.5)
+    needs_10x = _indefinite(-3e-5)  # base jitter 1e-5 * 1.5 is too small, 10x is enough
+    needs_100x = _indefinite(-5e-4)  # 10x is too small, 100x is enough
+    hopeless = _indefinite(-1.0)
+    kuu = tf.constant(np.stack([good, needs_10x, needs_100x, hopeless]))
+    factorise = tf.function(jittered_cholesky, jit_compile=compiled)
+    with gpflow.config.as_context(gpflow.config.Config(jitter=1e-5)):
+        chol = factorise(kuu).numpy()
+    scale = np.trace(kuu.numpy(), axis1=1, axis2=2) / 4
+    for index, factor in enumerate([1.0, 10.0, 100.0]):
+        expected = kuu.numpy()[index] + factor * 1e-5 * scale[index] * np.eye(4)
+        np.testing.assert_allclose(chol[index] @ chol[index].T, expected, rtol=1e-10, atol=1e-12)
+    assert not np.all(np.isfinite(chol[3]))  # left for the layer's numerics check to report
+    with gpflow.config.as_context(gpflow.config.Config(jitter=1e-5)):
+        without_retries = jittered_cholesky(kuu, retry_factors=()).numpy()
+    assert not np.all(np.isfinite(without_retries[1]))  # the retry is what saved it
