@@ -639,6 +639,7 @@ COMMANDS = {
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line; returns the exit status."""
+    args = None
     try:  # TF_CPP_MIN_LOG_LEVEL is set for the CLI by gpflux_avdgp._quiet_tensorflow
         import tensorflow as tf
 
@@ -649,7 +650,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(str(error), file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        print("avdgp: interrupted", file=sys.stderr)
+        hint = ""
+        if getattr(args, "save", None):
+            hint = "; run the same command again to resume from the last finished epoch"
+        print(f"avdgp: interrupted{hint}", file=sys.stderr)
         return 130
     except Exception as error:  # noqa: BLE001 - the CLI turns every error into one line
         if os.environ.get("AVDGP_DEBUG"):

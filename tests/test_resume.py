@@ -9,6 +9,7 @@
 """
 
 import dataclasses
+import json
 import os
 import signal
 import subprocess
@@ -315,3 +316,63 @@ def test_float32_training_on_standardised_uci_data_stays_finite():
             assert built.model.inputs[0].dtype == tf.float32
             progress = fit_model(built, split.x_train, split.y_train, config)
         assert all(np.isfinite(progress.losses)), progress.losses
+
+
+# ----------------------------------------------------------------------- avdgp fit --save
+def _fit_command(data: Path, save: Path) -> list[str]:
+    return [
+        sys.executable, "-m", "gpflux_avdgp", "fit", str(data), "--rule", "ar2", "--layers", "2",
+        "--hidden-dims", "2", "--inducing", "3,3", "--points", "4", "--epochs", "4",
+        "--batch-size", "8", "--learning-rate", "0.01", "--seed", "3", "--save", str(save),
+    ]  # fmt: skip
+
+
+def test_cli_fit_save_resumes_a_killed_run(tmp_path, rng):
+    rows = 2400  # 240 training steps per epoch: the kill lands inside epoch 3
+    x = rng.normal(size=(rows, 3))
+    y = np.sin(x[:, 0]) + 0.1 * rng.normal(size=rows)
+    data = tmp_path / "data.csv"
+    np.savetxt(data, np.column_stack([x, y]), delimiter=",", header="a,b,c,y", comments="")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+
+    def start(save: Path) -> subprocess.Popen:
+        return subprocess.Popen(
+            _fit_command(data, save), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+
+    uninterrupted = start(tmp_path / "full")
+    killed = start(tmp_path / "run")
+    backup_of_epoch_2 = tmp_path / "run" / "backup" / "chief" / "ckpt-2.index"
+    deadline = time.monotonic() + 300
+    while not backup_of_epoch_2.exists():  # written at the end of epoch 2
+        assert killed.poll() is None, killed.stderr.read()
+        assert time.monotonic() < deadline, "the run never finished its second epoch"
+        time.sleep(0.05)
+    os.kill(killed.pid, signal.SIGKILL)  # inside epoch 3
+    assert killed.wait(timeout=60) == -signal.SIGKILL
+    assert (tmp_path / "run" / "backup").is_dir() and not (tmp_path / "run" / "run.json").exists()
+
+    resumed = subprocess.run(
+        _fit_command(data, tmp_path / "run"), env=env, capture_output=True, text=True, timeout=600
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resuming the interrupted run" in resumed.stderr
+    assert "epoch 1/4" not in resumed.stderr and "epoch 3/4" in resumed.stderr
+    assert uninterrupted.wait(timeout=600) == 0, uninterrupted.stderr.read()
+
+    def result(folder: str) -> dict:
+        return json.loads((tmp_path / folder / "run.json").read_text())["result"]
+
+    full, continued = result("full"), result("run")
+    assert continued["resumed_from_epoch"] == 2 and full["resumed_from_epoch"] == 0
+    assert continued["final_train_loss"] == pytest.approx(full["final_train_loss"], rel=1e-10)
+    for key, value in full["test"].items():
+        assert continued["test"][key] == pytest.approx(value, rel=1e-10), key
+    assert not (tmp_path / "run" / "backup").exists()
+
+    again = subprocess.run(
+        _fit_command(data, tmp_path / "run"), env=env, capture_output=True, text=True, timeout=300
+    )
+    assert again.returncode == 2
+    assert "holds a finished run" in again.stderr

@@ -418,18 +418,19 @@ def _changed_settings(saved: dict, current: dict, prefix: str = "") -> list[str]
 def save_run(
     built: BuiltModel, record: dict, standardizer: Optional[Standardizer], directory: Path
 ) -> None:
-    """Write ``weights`` (TF checkpoint), ``model.keras`` where serialisable, ``run.json``."""
+    """Write ``weights`` (TF checkpoint), ``model.keras`` (with the optimizer state) and
+    ``run.json``.
+
+    :raises NotImplementedError: if a layer holds a component no config can rebuild (only
+        possible with custom kernels or mean functions passed through ``spec.extra``).
+    """
     directory.mkdir(parents=True, exist_ok=True)
     built.model.save_weights(str(directory / "weights"))
-    saved_keras = True
-    try:
-        built.model.save(directory / "model.keras")
-    except NotImplementedError:
-        saved_keras = False  # wrapped GPflux layers cannot be serialised to a config yet
+    built.model.save(directory / "model.keras")
     info = {
         "spec": asdict(built.spec),
         "standardizer": None if standardizer is None else asdict(standardizer),
-        "keras_file": "model.keras" if saved_keras else None,
+        "keras_file": "model.keras",
         "result": record,
     }
     (directory / "run.json").write_text(json.dumps(info, indent=2, default=_jsonable))
