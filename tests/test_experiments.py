@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from gpflux_avdgp import AmortizedGPLayer, PredictiveMixture, SigmaPointGPLayer
 from gpflux_avdgp._quiet_tensorflow import _is_noise
+from gpflux_avdgp.batching import epoch_shuffled_batches
 from gpflux_avdgp.experiments import bench, demo, runner, zoo
 from gpflux_avdgp.experiments.data import Split, Standardizer
 from gpflux_avdgp.inference import MLPInference
@@ -166,7 +167,8 @@ def test_float_type_sets_and_restores_gpflow_defaults():
 
 def test_training_data_keeps_float64():
     x = np.linspace(0, 1, 12).reshape(6, 2) + 1e-12  # float32 would round the 1e-12 away
-    data = runner._training_dataset(x, x[:, :1], 4, 0, tf.float64)
+    counter = tf.Variable(0, dtype=tf.int64)
+    data = epoch_shuffled_batches(x, x[:, :1], 4, seed=0, step_counter=counter)
     batches = list(data)
     assert batches[0][0].dtype == tf.float64
     stacked = np.concatenate([b[0].numpy() for b in batches])

@@ -276,7 +276,9 @@ def test_model_rejects_inputs_of_the_wrong_shape(model, shape, match):
 
 
 def test_predict_mixture_rejects_inputs_of_the_wrong_width(model):
-    with pytest.raises(ValueError, match=r"incompatible with the layer"):
+    with pytest.raises(
+        ValueError, match=r"inputs: expected 3 feature columns \[N, 3\], got shape \(5, 4\)"
+    ):
         gpflux_avdgp.predict_mixture(model, np.zeros((5, 4)))
 
 
