@@ -12,7 +12,7 @@ import_tensorflow_quietly()
 from . import kernels, metrics
 from .conditionals import amortized_conditional, amortized_kl
 from .covariances import pointwise_covariances
-from .export import export
+from .serving import export
 from .inference import AffineInference, AmortizedParameters, MLPInference
 from .layers import (
     AmortizedGPLayer,

@@ -608,7 +608,7 @@ def _check_export_dir(value: str) -> None:
 
 def _export(args) -> int:
     from .experiments.runner import float_type
-    from .export import SIGNATURES, export
+    from .serving import SIGNATURES, export
 
     _check_export_dir(args.export_dir)
     saved = _load_saved_run(args.model_dir, "export")
