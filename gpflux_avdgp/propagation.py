@@ -87,6 +87,7 @@ def propagate(
     log_weights: Optional[tf.Tensor] = None,
     seed: Optional[int | tf.Tensor] = None,
     common_draws: bool = False,
+    replica: tuple = (0, 1),
 ) -> Propagated:
     """Apply ``rule`` to a (non-deterministic) input mixture.
 
@@ -102,6 +103,10 @@ def propagate(
         tensor (e.g. ``[layer seed, step counter]``); ``None`` draws a fresh key from TF's
         global generator on every call.
     :param common_draws: share one set of draws ``[S, D]`` across the datapoints.
+    :param replica: ``(replica id, number of replicas)`` under ``tf.distribute``: replica
+        ``r`` of ``R`` with a local batch of ``B`` rows takes rows ``r B`` to ``(r + 1) B`` of
+        the draws for ``R B`` rows, so data-parallel training draws what one device would for
+        the global batch.
     """
     rule = check_choice("rule", rule, PropagationRule)
     num_points = check_positive_int("num_points", num_points)
@@ -115,10 +120,13 @@ def propagate(
     else:
         batch = 1 if common_draws else tf.shape(means)[0]
         count = num_points if expand else tf.shape(means)[1]
-        shape = tf.stack([batch, count, tf.shape(means)[2]])
+        replica_id, num_replicas = (0, 1) if common_draws else replica
+        shape = tf.stack([num_replicas * batch, count, tf.shape(means)[2]])
         scale_draws = tf.random.stateless_normal(
             shape, seed=stateless_seed(seed), dtype=means.dtype, alg="philox"
-        )  # [B, S, D] ([1, S, D] with common draws)
+        )  # [R B, S, D] ([1, S, D] with common draws)
+        if num_replicas != 1:
+            scale_draws = scale_draws[replica_id * batch : (replica_id + 1) * batch]  # [B, S, D]
     locations = means + scale_draws * tf.sqrt(tf.maximum(variances, 0.0))  # [B, S, D]
     batch_ones = tf.ones_like(locations[..., 0])  # [B, S]
 

@@ -51,6 +51,19 @@ def test_common_draws_are_shared_by_datapoints_not_components(rng):
     assert len({tuple(row) for row in independent.numpy().reshape(-1, 2)}) == 12
 
 
+def test_replica_draws_are_slices_of_the_global_batch_draws(rng):
+    """Replica r of R draws rows r B .. (r + 1) B of what one device draws for R B rows."""
+    mixture = _mixture(rng, batch=6)
+    global_draws = propagate(mixture, "ar2", num_points=3, seed=4).locations.numpy()
+    for replica in (0, 1):
+        rows = slice(3 * replica, 3 * replica + 3)
+        half = GaussianMixture(
+            mixture.means[rows], mixture.variances[rows], mixture.log_weights[rows]
+        )
+        local = propagate(half, "ar2", num_points=3, seed=4, replica=(replica, 2))
+        np.testing.assert_allclose(local.locations.numpy(), global_draws[rows], rtol=1e-14)
+
+
 def test_stateless_seed_rejects_a_wrong_shape():
     with pytest.raises(ValueError, match="seed: expected an int or a shape-\\[2\\]"):
         stateless_seed(tf.constant([1, 2, 3]))

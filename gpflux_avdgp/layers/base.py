@@ -29,6 +29,14 @@ DEFAULT_NUM_POINTS = 32
 NON_FINITE_MESSAGE = "non-finite values (NaN or inf) in the layer output"
 
 
+def _replica_position() -> tuple:
+    """``(replica id, number of replicas)`` of the current ``tf.distribute`` replica."""
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return (0, 1)
+    return (context.replica_id_in_sync_group, context.num_replicas_in_sync)
+
+
 class KLConvention(str, enum.Enum):
     """How a layer's per-datapoint KL divergences enter the per-datapoint objective.
 
@@ -205,6 +213,7 @@ class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer):
             log_weights=log_weights,
             seed=self._draw_key(training),
             common_draws=not training,
+            replica=_replica_position(),
         )
 
     def _draw_key(self, training: bool) -> Optional[tf.Tensor]:

@@ -1,0 +1,53 @@
+"""Train the same small AVDGP on one device and under MirroredStrategy on two logical CPUs.
+
+    python mirrored_fit.py RULE  ->  prints one JSON line: losses and weights of both runs
+
+Used by tests/test_distributed.py (logical devices must be set before TensorFlow starts, so
+this runs in its own process).
+"""
+
+import json
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ["CUDA_VISIBLE_DEVICES"] = ""
+
+import tensorflow as tf  # noqa: E402
+
+CPU = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(CPU, [tf.config.LogicalDeviceConfiguration()] * 2)
+
+import gpflow  # noqa: E402
+import numpy as np  # noqa: E402
+from gpflow.keras import tf_keras  # noqa: E402
+
+import gpflux_avdgp  # noqa: E402
+
+
+def train(strategy: tf.distribute.Strategy, rule: str) -> tuple[list, list]:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(200, 2))
+    y = np.sin(x[:, :1]) + 0.1 * rng.normal(size=(200, 1))
+    tf_keras.utils.set_random_seed(0)
+    with strategy.scope():
+        likelihood = gpflow.likelihoods.Gaussian(0.1)
+        model = gpflux_avdgp.build_avdgp(
+            2, [2, 1], [4, 3], 200, likelihood, rule=rule, num_points=4, seed=1
+        )
+        model.compile(tf_keras.optimizers.Adam(0.02), loss=gpflux_avdgp.AVDGPLoss(likelihood))
+    data = tf.data.Dataset.from_tensor_slices((x, y)).batch(40)  # global batch 40
+    history = model.fit(data, epochs=3, verbose=0)
+    weights = [w.tolist() for w in model.get_weights() if w.dtype.kind == "f"]
+    return history.history["loss"], weights
+
+
+def main() -> None:
+    rule = sys.argv[1]
+    single = train(tf.distribute.OneDeviceStrategy("/cpu:0"), rule)
+    mirrored = train(tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]), rule)
+    print(json.dumps({"single": single, "mirrored": mirrored}))
+
+
+if __name__ == "__main__":
+    main()
