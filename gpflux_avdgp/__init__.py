@@ -12,7 +12,6 @@ import_tensorflow_quietly()
 from . import kernels, metrics
 from .conditionals import amortized_conditional, amortized_kl
 from .covariances import pointwise_covariances
-from .serving import export
 from .inference import AffineInference, AmortizedParameters, MLPInference
 from .layers import (
     AmortizedGPLayer,
@@ -28,6 +27,7 @@ from .objectives import AVDGPLoss, Objective, mixture_log_density
 from .prediction import PredictiveMixture, predict_mixture
 from .propagation import PropagationRule, propagate
 from .saving import ModelFileError, load_model
+from .serving import export
 
 __version__ = "0.1.0"
 

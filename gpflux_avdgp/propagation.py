@@ -17,13 +17,14 @@ rule        ``F``                            ``h``
 ==========  ===============================  ==========================
 
 ``eps`` is drawn independently for every datapoint, component and dimension, from a stateless
-generator keyed by ``seed`` (so a run restored from a checkpoint, or compiled with XLA, draws
-the same numbers); with ``common_draws=True`` one set of ``S`` draws is shared by all datapoints
-(common random numbers: prediction is then deterministic and independent of batching, like the
-sigma points of AR2P). The generator is pinned to Philox, so XLA draws the same numbers as eager
-execution. When the input
-mixture has one component (the output of the first layer) it is expanded to ``S`` components;
-otherwise component ``s`` feeds component ``s`` (paired propagation, as in DSPP). A
+Philox generator keyed by ``seed``, so a run restored from a checkpoint, or compiled with XLA,
+draws the same numbers. With ``common_draws=True`` one set of ``S`` draws is shared by all
+datapoints (common random numbers: prediction is then deterministic and independent of
+batching, like the sigma points of AR2P).
+
+When the input mixture has one component (the output of the first layer) it is expanded to
+``S`` components; otherwise component ``s`` feeds component ``s`` (paired propagation, as in
+DSPP). A
 deterministic input (rank-2 tensor) is used as is: ``F = h = x`` with one component, which is
 what every rule reduces to at zero variance (the paper's consistency with the first layer).
 """

@@ -30,13 +30,14 @@ from gpflux_avdgp.experiments.runner import (
     EpochProgress,
     TrainConfig,
     TrainingDiverged,
-    _describe_failed_step,
+    _describe_non_finite_step,
     fit_model,
     float_type,
     prepare_save_dir,
     run,
 )
 from gpflux_avdgp.experiments.zoo import ModelSpec, build_model
+from gpflux_avdgp.layers.base import NON_FINITE_MESSAGE
 
 SCRIPT = Path(__file__).parent / "scripts" / "resumable_fit.py"
 
@@ -276,7 +277,22 @@ def test_nan_in_a_layer_stops_before_the_optimizer_step(rng):
         np.testing.assert_array_equal(old, new)
 
 
-def test_failed_cholesky_is_described_with_its_layer():
+class _RaiseOpError(tf_keras.callbacks.Callback):
+    """Fails the first batch with an InvalidArgumentError that is not about NaN or inf."""
+
+    def on_train_batch_begin(self, batch, logs=None):
+        raise tf.errors.InvalidArgumentError(None, None, "indices[3] = 7 is not in [0, 5)")
+
+
+def test_only_non_finite_failures_become_divergence(tmp_path, rng):
+    """Another runtime error is re-raised as it is, not reported as a diverged loss."""
+    split = _split(rng)
+    config = TrainConfig(epochs=1, batch_size=30, seed=0)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="is not in"):
+        _train(split, config, tmp_path / "backup", callbacks=(_RaiseOpError(),))
+
+
+def test_gradient_failure_is_described_with_its_layer():
     model = tf_keras.Sequential(
         [tf_keras.Input((2,)), tf_keras.layers.Dense(1, name="gp_layer_1")], name="avdgp"
     )
@@ -285,13 +301,13 @@ def test_failed_cholesky_is_described_with_its_layer():
     error = tf.errors.InvalidArgumentError(
         None,
         None,
-        "Cholesky decomposition was not successful. The input might not be valid.\n"
-        "\t [[{{node avdgp/gp_layer_1/Cholesky}}]]",
+        "Not a number (NaN) or infinity (Inf) values detected in gradient. "
+        f"gp_layer_1: {NON_FINITE_MESSAGE} : Tensor had NaN values",
     )
-    message = _describe_failed_step(error, model, progress, Path("out/backup"))
+    message = _describe_non_finite_step(error, model, progress, Path("out/backup"))
     assert message == (
-        "AVDGP: training stopped in epoch 5, batch 12: a failed Cholesky factorisation (matrix "
-        "not positive definite) of layer 'gp_layer_1'; the weights of the last finished epoch "
+        "AVDGP: training stopped in epoch 5, batch 12: non-finite values (NaN or inf) in the "
+        "gradient at the output of layer 'gp_layer_1'; the weights of the last finished epoch "
         "(4) are kept in out/backup"
     )
 

@@ -180,33 +180,30 @@ def fit_model(
     try:
         model.fit(data, epochs=config.epochs, verbose=0, callbacks=all_callbacks)
     except tf.errors.InvalidArgumentError as error:
-        raise TrainingDiverged(_describe_failed_step(error, model, progress, backup_dir)) from None
+        if NON_FINITE_MESSAGE not in str(error.message):
+            raise  # another failure (e.g. a shape error) is not a divergence
+        raise TrainingDiverged(
+            _describe_non_finite_step(error, model, progress, backup_dir)
+        ) from None
     return progress
 
 
-def _describe_failed_step(
+def _describe_non_finite_step(
     error: tf.errors.InvalidArgumentError,
     model: tf_keras.Model,
     progress: EpochProgress,
     backup_dir: Optional[Path],
 ) -> str:
-    """One sentence: which layer failed how, in which epoch and batch, where the weights are."""
+    """One sentence: which layer's output or gradient was not finite, in which epoch and
+    batch, and where the last good weights are. ``error`` comes from a layer's
+    ``check_numerics``, whose message starts with the layer's name."""
     text = str(error.message)
-    layer = next((layer.name for layer in model.layers if f"{layer.name}:" in text), None)
-    if layer is None:  # an op failed (e.g. a Cholesky): find the layer in the node's name
-        layer = next((layer.name for layer in model.layers if f"/{layer.name}/" in text), None)
-    if NON_FINITE_MESSAGE in text:
-        what = "non-finite values (NaN or inf) in " + (
-            "the gradient at the output" if "gradient" in text else "the output"
-        )
-    elif "Cholesky" in text:
-        what = "a failed Cholesky factorisation (matrix not positive definite)"
-    else:
-        what = " ".join(text.split())[:300]
-    where = f"layer '{layer}'" if layer else "the model"
+    layer = next((layer.name for layer in model.layers if f"{layer.name}: " in text), None)
+    part = "the gradient at the output" if "gradient" in text else "the output"
+    where = f"layer '{layer}'" if layer else "a layer"
     message = (
         f"{progress.label}: training stopped in epoch {progress.epoch + 1}, batch "
-        f"{progress.batch + 1}: {what} of {where}"
+        f"{progress.batch + 1}: non-finite values (NaN or inf) in {part} of {where}"
     )
     if backup_dir is not None and progress.epoch > 0:
         message += (
