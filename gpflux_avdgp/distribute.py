@@ -31,6 +31,7 @@ import tensorflow as tf
 __all__ = [
     "STRATEGY_NAMES",
     "TFConfigError",
+    "UnevenBatchesWarning",
     "barrier",
     "configure_cpu_devices",
     "is_chief",
@@ -55,6 +56,11 @@ _TASK_TYPES = ("chief", "worker")
 
 class TFConfigError(ValueError):
     """``TF_CONFIG`` is missing, is not JSON, or does not describe this worker's cluster."""
+
+
+class UnevenBatchesWarning(UserWarning):
+    """Distributed training whose batches do not split evenly over the replicas, so its steps
+    differ slightly from single-device steps (see :func:`uneven_batches_message`)."""
 
 
 def _tf_config_error(problem: str) -> TFConfigError:

@@ -12,8 +12,10 @@ import contextlib
 import hashlib
 import json
 import math
+import os
 import sys
 import time
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterator, Optional, TextIO
@@ -25,6 +27,14 @@ from gpflow.keras import tf_keras
 
 from .. import metrics
 from ..batching import epoch_shuffled_batches
+from ..distribute import (
+    UnevenBatchesWarning,
+    barrier,
+    is_chief,
+    shard_global_batches,
+    uneven_batches_message,
+    worker_save_dir,
+)
 from ..layers.base import NON_FINITE_MESSAGE
 from ..prediction import PredictiveMixture, predict_mixture
 from ..validation import check_choice, check_positive_int
@@ -147,6 +157,7 @@ def fit_model(
     progress: Optional[EpochProgress] = None,
     callbacks: tuple = (),
     backup_dir: Optional[Path] = None,
+    strategy: Optional[tf.distribute.Strategy] = None,
 ) -> EpochProgress:
     """Compile ``built.model`` with Adam and its loss and fit ``(inputs [N, D], targets [N, 1])``.
 
@@ -156,15 +167,29 @@ def fit_model(
     after every epoch, and a run that was interrupted resumes from its last finished epoch
     with the same batches and Monte Carlo draws as an uninterrupted run.
 
+    With a ``tf.distribute`` ``strategy`` (see :mod:`gpflux_avdgp.distribute`; ``built`` must
+    have been built inside ``strategy.scope()``), the optimizer and ``compile`` are created in
+    its scope and every global batch of ``config.batch_size`` rows is split over the replicas
+    and workers, which gives the single-device trajectory when the batches split evenly (a
+    warning says when they do not). Every worker calls this; under multi-worker training only
+    the chief writes the real backup (tf_keras' rule), so resuming needs ``backup_dir`` on a
+    file system that all workers share.
+
+    :raises ValueError: if ``built`` was built outside ``strategy``'s scope, or a batch would
+        leave a replica without rows.
     :raises TrainingDiverged: when a layer's output or gradient, or the loss, is not finite;
         the message names the layer (outside XLA), the epoch and the batch, and the backup
         keeps the weights of the last finished epoch.
     :returns: the progress callback, holding per-epoch seconds and losses.
     """
     model = built.model
-    optimizer = tf_keras.optimizers.Adam(config.learning_rate)
-    optimizer.build(model.trainable_variables)  # slots up front: one trace of the train step
-    model.compile(optimizer=optimizer, loss=built.loss)
+    scope = contextlib.nullcontext() if strategy is None else strategy.scope()
+    if strategy is not None:
+        _check_distributed_fit(model, strategy, len(inputs), config.batch_size)
+    with scope:
+        optimizer = tf_keras.optimizers.Adam(config.learning_rate)
+        optimizer.build(model.trainable_variables)  # slots up front: one trace of the train step
+        model.compile(optimizer=optimizer, loss=built.loss)
     progress = progress or EpochProgress(built.spec.label, stream=None)
     data = epoch_shuffled_batches(
         inputs,
@@ -174,6 +199,8 @@ def fit_model(
         step_counter=optimizer.iterations,
         dtype=model.inputs[0].dtype,
     )
+    if strategy is not None:
+        data = shard_global_batches(data)  # each worker: its slice of every global batch
     all_callbacks = [progress, *callbacks]  # progress first: it stops before a backup of NaNs
     if backup_dir is not None:
         all_callbacks.append(tf_keras.callbacks.BackupAndRestore(str(backup_dir)))
@@ -186,6 +213,28 @@ def fit_model(
             _describe_non_finite_step(error, model, progress, backup_dir)
         ) from None
     return progress
+
+
+def _check_distributed_fit(
+    model: tf_keras.Model, strategy: tf.distribute.Strategy, num_rows: int, batch_size: int
+) -> None:
+    """Refuse a model built outside ``strategy``'s scope or a batch too small for its
+    replicas; warn when the batches do not split evenly over the replicas."""
+    if model.distribute_strategy is not strategy:
+        raise ValueError(
+            f"strategy: the model was built outside this strategy's scope; build it inside "
+            f"'with strategy.scope():' ({type(strategy).__name__})"
+        )
+    message = uneven_batches_message(num_rows, batch_size, strategy.num_replicas_in_sync)
+    if message is not None:
+        warnings.warn(message, UnevenBatchesWarning, stacklevel=3)
+
+
+def _remove_if_empty(directory: Path) -> None:
+    """Remove ``directory`` if it exists and is empty (another worker may do the same)."""
+    with contextlib.suppress(OSError):
+        if directory.is_dir() and not any(directory.iterdir()):
+            directory.rmdir()
 
 
 def _describe_non_finite_step(
@@ -275,6 +324,7 @@ def run(
     stream: Optional[TextIO] = sys.stderr,
     save_dir: Optional[Path] = None,
     predict_batch_size: int = 1000,
+    strategy: Optional[tf.distribute.Strategy] = None,
 ) -> dict:
     """Train ``spec`` on ``split`` (already standardised) and return the result record.
 
@@ -282,22 +332,43 @@ def run(
     ``test`` (``nll``, ``rmse``, ``crps``, ``coverage_95`` or ``nll``, ``error_rate``,
     ``brier``, ``ece``), ``test_original_units`` (regression), ``val``,
     ``train_seconds_per_epoch`` (epochs after the first, which includes tracing),
-    ``first_epoch_seconds``, ``predict_seconds``, ``epochs``, ``seed`` and the settings.
+    ``first_epoch_seconds``, ``predict_seconds``, ``epochs``, ``seed``, ``replicas`` (devices
+    training in sync, over all workers) and the settings.
+
+    With a ``tf.distribute`` ``strategy`` the model is built, compiled and trained in its
+    scope (see :func:`fit_model`); under multi-worker training every worker runs this with the
+    same arguments, and only the chief writes ``save_dir`` (the others check it, and save to
+    a temporary folder that is removed).
     """
     task = check_choice("task", spec.task, Task)
+    chief = strategy is None or is_chief(strategy)
     backup_dir = None
     if save_dir is not None:
-        backup_dir = prepare_save_dir(Path(save_dir), spec, split, config, dataset, stream)
+        backup_dir = prepare_save_dir(
+            Path(save_dir), spec, split, config, dataset, stream, write=chief
+        )
     tf_keras.backend.clear_session()
     tf_keras.utils.set_random_seed(config.seed)
+    scope = contextlib.nullcontext() if strategy is None else strategy.scope()
     with float_type(config.dtype):
-        built = build_model(spec, split.x_train.shape[1], len(split.x_train), inputs=split.x_train)
+        with scope:
+            built = build_model(
+                spec, split.x_train.shape[1], len(split.x_train), inputs=split.x_train
+            )
         progress = EpochProgress(spec.label, stream=stream)
         fit_model(
-            built, split.x_train, split.y_train, config, progress=progress, backup_dir=backup_dir
+            built,
+            split.x_train,
+            split.y_train,
+            config,
+            progress=progress,
+            backup_dir=backup_dir,
+            strategy=strategy,
         )
-        if backup_dir is not None and backup_dir.is_dir() and not any(backup_dir.iterdir()):
-            backup_dir.rmdir()  # BackupAndRestore empties it once training has finished
+        if strategy is not None:
+            barrier(strategy)  # every worker has finished writing its backup
+        if backup_dir is not None:
+            _remove_if_empty(backup_dir)  # BackupAndRestore empties it once training finished
         prediction, predict_seconds = _timed_prediction(built, split.x_test, predict_batch_size)
         test, test_original = score_prediction(prediction, split.y_test, task, standardizer)
         val = None
@@ -330,6 +401,7 @@ def run(
             "learning_rate": config.learning_rate,
             "dtype": config.dtype,
             "seed": config.seed,
+            "replicas": 1 if strategy is None else int(strategy.num_replicas_in_sync),
             "layers": spec.resolved_layers(),
             "dims": spec.resolved_dims(),
             "num_inducing": spec.resolved_inducing(),
@@ -339,7 +411,8 @@ def run(
             ),
         }
         if save_dir is not None:
-            save_run(built, record, standardizer, Path(save_dir))
+            with worker_save_dir(Path(save_dir), strategy) as directory:
+                save_run(built, record, standardizer, directory)
     return record
 
 
@@ -354,12 +427,15 @@ def prepare_save_dir(
     config: TrainConfig,
     dataset: str,
     stream: Optional[TextIO] = None,
+    *,
+    write: bool = True,
 ) -> Path:
     """Make ``directory`` ready for a run, or for resuming the interrupted run it holds.
 
     Writes ``settings.json`` (model, training settings, data fingerprint). A folder that holds
     an interrupted run with the same settings resumes it (its ``backup`` folder, written by
-    ``BackupAndRestore`` after every epoch, is restored by ``fit``).
+    ``BackupAndRestore`` after every epoch, is restored by ``fit``). With ``write=False`` (a
+    non-chief worker of multi-worker training) it only checks the folder and writes nothing.
 
     :raises ValueError: if the folder holds a finished run, or an interrupted run with other
         settings or data.
@@ -395,8 +471,11 @@ def prepare_save_dir(
             )
         if backup_dir.exists() and stream is not None:
             print(f"[{spec.label}] resuming the interrupted run in {directory}", file=stream)
-    directory.mkdir(parents=True, exist_ok=True)
-    settings_file.write_text(json.dumps(settings, indent=2))
+    if write:
+        directory.mkdir(parents=True, exist_ok=True)
+        partial = settings_file.with_name(f".{SETTINGS_FILE}.{os.getpid()}")
+        partial.write_text(json.dumps(settings, indent=2))
+        partial.replace(settings_file)  # atomic: other workers read all of it or nothing
     return backup_dir
 
 
