@@ -9,15 +9,19 @@ the traceback of an unexpected error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import numpy as np
+
+from .distribute import STRATEGY_NAMES
 
 __all__ = ["main", "build_parser"]
 
@@ -139,6 +143,15 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--save", metavar="DIR", help="save weights, model and run.json here")
     fit.add_argument("--json", metavar="FILE", help="write the result record as JSON")
     fit.add_argument("--quiet", action="store_true", help="no progress output")
+    fit.add_argument(
+        "--strategy",
+        choices=STRATEGY_NAMES,
+        default="default",
+        help="data-parallel training with the loss trajectory of one device: 'mirrored' over "
+        "this machine's GPUs (without GPUs: its CPU, split into $AVDGP_CPU_DEVICES logical "
+        "devices), 'multiworker' over the cluster in $TF_CONFIG (run the same command on "
+        "every worker; the chief prints and saves); default: one device",
+    )
 
     bench = commands.add_parser(
         "bench",
@@ -210,11 +223,14 @@ def _demo(args) -> int:
 
 
 def _fit(args) -> int:
+    from .distribute import is_chief, worker_name
     from .experiments.data import Standardizer, check_binary_targets, load_dataset, split_dataset
     from .experiments.runner import TrainConfig, run, standardise_split
     from .experiments.zoo import ModelSpec
 
     _check_output_paths(args.json, args.save)
+    strategy = _fit_strategy(args.strategy)  # before TensorFlow runs any operation
+    chief = strategy is None or is_chief(strategy)
     dataset = load_dataset(args.data, target=args.target)
     classification = args.task == "classification"
     classes = None
@@ -248,15 +264,21 @@ def _fit(args) -> int:
         seed=args.seed,
         dtype=args.dtype,
     )
-    record = run(
-        spec,
-        split,
-        config,
-        dataset=dataset.name,
-        standardizer=scaler,  # classification: inputs only (y_mean 0, y_std 1)
-        stream=_stream(args),
-        save_dir=Path(args.save) if args.save else None,
-    )
+    with _one_line_warnings():
+        record = run(
+            spec,
+            split,
+            config,
+            dataset=dataset.name,
+            standardizer=scaler,  # classification: inputs only (y_mean 0, y_std 1)
+            stream=_stream(args) if chief else None,
+            save_dir=Path(args.save) if args.save else None,
+            strategy=strategy,
+        )
+    if not chief:  # the chief prints the record and writes the files
+        if not args.quiet:
+            print(f"avdgp fit: {worker_name(strategy)} finished", file=sys.stderr)
+        return 0
     if args.save:
         _record_data_columns(Path(args.save), args, dataset, classes)
     _print_record(record)
@@ -264,6 +286,47 @@ def _fit(args) -> int:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(record, indent=2))
     return 0
+
+
+ENV_CPU_DEVICES = "AVDGP_CPU_DEVICES"
+
+
+@contextlib.contextmanager
+def _one_line_warnings():
+    """Show an :class:`~gpflux_avdgp.distribute.UnevenBatchesWarning` as one line."""
+    from .distribute import UnevenBatchesWarning
+
+    with warnings.catch_warnings():
+        show = warnings.showwarning
+
+        def one_line(message, category, filename, lineno, file=None, line=None):
+            if not issubclass(category, UnevenBatchesWarning):
+                return show(message, category, filename, lineno, file, line)
+            print(f"avdgp fit: warning: {_one_line(message)}", file=sys.stderr)
+
+        warnings.showwarning = one_line
+        yield
+
+
+def _fit_strategy(name: str):
+    """The ``--strategy`` of ``fit`` (``None`` for ``default``); with ``$AVDGP_CPU_DEVICES``
+    set, the CPU is first split into that many logical devices (MirroredStrategy on a machine
+    without GPUs)."""
+    from .distribute import TFConfigError, configure_cpu_devices, strategy_from_name
+
+    cpus = os.environ.get(ENV_CPU_DEVICES, "").strip()
+    if cpus:
+        count = _checked(int, lambda v: v > 0, "a positive integer")
+        try:
+            configure_cpu_devices(count(cpus))
+        except (argparse.ArgumentTypeError, ValueError) as error:
+            raise UsageError(f"avdgp fit: ${ENV_CPU_DEVICES}: {_one_line(error)}") from None
+    if name == "default":
+        return None
+    try:
+        return strategy_from_name(name)
+    except (TFConfigError, ValueError) as error:
+        raise UsageError(f"avdgp fit: --strategy {name}: {_one_line(error)}") from None
 
 
 def _record_data_columns(directory: Path, args, dataset, classes: Optional[list]) -> None:

@@ -117,12 +117,14 @@ def run_cluster(
     timeout: float,
     others: Sequence[Sequence[str]] = (),
     worker_env: Optional[Sequence[dict]] = None,
+    others_env: Optional[Sequence[dict]] = None,
     cwd: Optional[Path] = None,
 ) -> tuple[list[Finished], list[Finished]]:
     """Run one worker per command (each with its ``TF_CONFIG``) and ``others`` (no cluster,
     e.g. a single-device reference) at the same time.
 
     :param worker_env: extra environment variables per worker.
+    :param others_env: extra environment variables per other command.
     :returns: ``(workers, others)``, finished.
     """
     count = len(worker_commands)
@@ -132,7 +134,7 @@ def run_cluster(
         environments = [
             base_environment(TF_CONFIG=tf_config(ports, i), **extra[i]) for i in range(count)
         ]
-        environments += [base_environment() for _ in others]
+        environments += [base_environment(**env) for env in others_env or [{}] * len(others)]
         finished = run_processes(
             [*worker_commands, *others],
             environments,

@@ -4,7 +4,8 @@ Under ``MirroredStrategy`` on two logical CPU devices each replica gets half of 
 batch; the losses are summed across replicas by Keras, and the AR1/AR2 Monte Carlo draws of
 replica ``r`` are rows ``r B .. (r + 1) B`` of the draws one device makes for the global batch
 (:func:`gpflux_avdgp.propagate`'s ``replica``), so the loss trajectory and the weights equal
-single-device training up to float round-off, for the stochastic rules too.
+single-device training up to float round-off, for the stochastic rules too. With GPUs,
+``strategy_from_name("mirrored")`` trains on all of them (skipped on machines without one).
 """
 
 import json
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 SCRIPT = Path(__file__).parent / "scripts" / "mirrored_fit.py"
 
@@ -36,3 +38,30 @@ def test_mirrored_strategy_matches_one_device(rule):
     assert len(single_weights) == len(mirrored_weights)
     for ours, theirs in zip(mirrored_weights, single_weights):
         np.testing.assert_allclose(ours, theirs, rtol=1e-9, atol=1e-11)
+
+
+GPU_SCRIPT = Path(__file__).parent / "scripts" / "gpu_mirrored_fit.py"
+GPUS = tf.config.list_physical_devices("GPU")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(
+    not GPUS, reason="no GPU visible to TensorFlow (tf.config.list_physical_devices('GPU') is [])"
+)
+def test_mirrored_strategy_over_every_gpu_matches_one_gpu():
+    """``strategy_from_name("mirrored")`` trains on every GPU, with one GPU's trajectory."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")  # the GPUs stay visible
+    done = subprocess.run(
+        [sys.executable, str(GPU_SCRIPT), "ar2"], capture_output=True, text=True, env=env,
+        timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["replicas"] == len(GPUS)
+    assert all("GPU" in device for device in result["devices"]), result["devices"]
+    single_losses, mirrored_losses = result["single"]["losses"], result["mirrored"]["losses"]
+    assert single_losses[-1] < single_losses[0]  # it trained
+    np.testing.assert_allclose(mirrored_losses, single_losses, rtol=1e-6)
+    # NCCL sums the replicas' gradients in its own order: a little more round-off than on CPUs
+    for ours, theirs in zip(result["mirrored"]["weights"], result["single"]["weights"]):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-8, atol=1e-10)
