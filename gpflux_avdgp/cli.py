@@ -139,6 +139,11 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--split", type=int, help="test-mask column of a UCI folder")
     fit.add_argument("--test-fraction", type=_fraction, default=0.1)
     fit.add_argument("--val-fraction", type=_fraction, default=0.1)
+    fit.add_argument(
+        "--test-data",
+        metavar="SHARDS",
+        help="test CSV shards (glob pattern, folder or file); streams DATA as training shards",
+    )
     fit.add_argument("--dtype", choices=("float64", "float32"), default="float64")
     fit.add_argument("--save", metavar="DIR", help="save weights, model and run.json here")
     fit.add_argument("--json", metavar="FILE", help="write the result record as JSON")
@@ -223,6 +228,8 @@ def _demo(args) -> int:
 
 
 def _fit(args) -> int:
+    if _streams(args):
+        return _fit_streaming(args)
     from .distribute import is_chief, worker_name
     from .experiments.data import Standardizer, check_binary_targets, load_dataset, split_dataset
     from .experiments.runner import TrainConfig, run, standardise_split
@@ -327,6 +334,110 @@ def _fit_strategy(name: str):
         return strategy_from_name(name)
     except (TFConfigError, ValueError) as error:
         raise UsageError(f"avdgp fit: --strategy {name}: {_one_line(error)}") from None
+
+
+def _streams(args) -> bool:
+    """Whether ``fit`` streams DATA as CSV shards: with ``--test-data``, or when DATA is a glob
+    pattern or a folder of CSV files without the UCI layout's ``data.csv(.gz)``."""
+    from .streaming import has_glob_characters
+
+    if args.test_data is not None:
+        return True
+    path = Path(args.data)
+    if path.is_dir():
+        uci = (path / "data.csv.gz").is_file() or (path / "data.csv").is_file()
+        return not uci and any(
+            child.is_file() and child.name.lower().endswith((".csv", ".csv.gz"))
+            for child in path.iterdir()
+        )
+    return has_glob_characters(args.data) and not path.exists()
+
+
+def _fit_streaming(args) -> int:
+    """``fit`` on CSV shards streamed from disk: the training shards are scanned once (rows,
+    standardiser) and streamed every epoch; the test shards (``--test-data``, else the last
+    ``ceil(--test-fraction x shards)`` of DATA's) are streamed and scored chunk by chunk."""
+    import math
+
+    from .experiments.data import DataError
+    from .experiments.runner import TrainConfig
+    from .experiments.streaming_runner import run_streaming
+    from .experiments.zoo import ModelSpec
+    from .streaming import resolve_shards, scan_csv_shards
+
+    _check_output_paths(args.json, args.save)
+    if args.split is not None:
+        raise UsageError(
+            "avdgp fit: --split picks a test mask of a UCI folder; with CSV shards give "
+            "--test-data or --test-fraction"
+        )
+    if getattr(args, "strategy", "default") != "default":
+        raise UsageError("avdgp fit: --strategy is not supported with streamed CSV shards")
+    classification = args.task == "classification"
+    spec = ModelSpec(
+        model=args.model,
+        rule=args.rule if args.model == "avdgp" else None,
+        task=args.task,
+        num_layers=args.layers,
+        hidden_dims=args.hidden_dims,
+        num_inducing=args.inducing,
+        num_points=args.points,
+        seed=args.seed,
+    )
+    spec.resolved_dims(), spec.resolved_inducing()  # validate before reading the shards
+    config = TrainConfig(
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        learning_rate=args.learning_rate,
+        seed=args.seed,
+        dtype=args.dtype,
+    )
+    shards = resolve_shards(args.data)
+    if args.test_data is not None:
+        train_shards, test_shards = shards, resolve_shards(args.test_data)
+    else:
+        if len(shards) < 2:
+            raise UsageError(
+                f"avdgp fit: DATA {args.data} names 1 CSV shard; give --test-data, or 2 or more "
+                "shards (the last ceil(test fraction x shards) are the test set)"
+            )
+        num_test = max(1, math.ceil(args.test_fraction * len(shards) - 1e-9))
+        if num_test >= len(shards):
+            raise UsageError(
+                f"avdgp fit: --test-fraction {args.test_fraction} of {len(shards)} shards leaves "
+                "no training shard"
+            )
+        train_shards, test_shards = shards[:-num_test], shards[-num_test:]
+    train = scan_csv_shards(train_shards, target=args.target)
+    test = scan_csv_shards(test_shards, target=args.target)
+    classes = None
+    if classification:
+        classes = train.target_classes()
+        unseen = sorted(set(test.target_values) - set(classes))
+        if unseen:
+            raise DataError(
+                f"{test.shards[0]}: the test targets take values the training targets do not: "
+                f"{', '.join(f'{value:g}' for value in unseen[:10])}"
+            )
+    record = run_streaming(
+        spec,
+        train,
+        test,
+        config,
+        dataset=args.data,
+        standardizer=train.standardizer(standardize_targets=not classification),
+        classes=classes,
+        stream=_stream(args),
+        save_dir=Path(args.save) if args.save else None,
+    )
+    if args.save:
+        labels = None if classes is None else list(classes)
+        _record_data_columns(Path(args.save), args, train, labels)
+    _print_record(record)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(record, indent=2))
+    return 0
 
 
 def _record_data_columns(directory: Path, args, dataset, classes: Optional[list]) -> None:

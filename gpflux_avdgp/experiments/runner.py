@@ -18,7 +18,7 @@ import time
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterator, Optional, TextIO
+from typing import Callable, Iterator, Optional, TextIO
 
 import gpflow
 import numpy as np
@@ -47,6 +47,7 @@ __all__ = [
     "TrainingDiverged",
     "float_type",
     "fit_model",
+    "fit_model_on_dataset",
     "run",
     "score_prediction",
     "standardise_split",
@@ -201,6 +202,52 @@ def fit_model(
     )
     if strategy is not None:
         data = shard_global_batches(data)  # each worker: its slice of every global batch
+    all_callbacks = [progress, *callbacks]  # progress first: it stops before a backup of NaNs
+    if backup_dir is not None:
+        all_callbacks.append(tf_keras.callbacks.BackupAndRestore(str(backup_dir)))
+    try:
+        model.fit(data, epochs=config.epochs, verbose=0, callbacks=all_callbacks)
+    except tf.errors.InvalidArgumentError as error:
+        if NON_FINITE_MESSAGE not in str(error.message):
+            raise  # another failure (e.g. a shape error) is not a divergence
+        raise TrainingDiverged(
+            _describe_non_finite_step(error, model, progress, backup_dir)
+        ) from None
+    return progress
+
+
+def fit_model_on_dataset(
+    built: BuiltModel,
+    data: tf.data.Dataset | Callable[[tf.Variable], tf.data.Dataset],
+    config: TrainConfig,
+    *,
+    progress: Optional[EpochProgress] = None,
+    callbacks: tuple = (),
+    backup_dir: Optional[Path] = None,
+) -> EpochProgress:
+    """:func:`fit_model` on a ``tf.data`` pipeline instead of arrays, e.g. CSV shards streamed
+    by :func:`gpflux_avdgp.streaming.csv_shard_dataset`.
+
+    ``config.batch_size`` and ``config.seed`` are the pipeline's business; ``config.epochs``
+    and ``config.learning_rate`` are used. The model's ``num_data`` must be the number of
+    training rows the pipeline yields per epoch (the KL scaling).
+
+    :param data: a dataset of ``(x [B, D], y [B, 1])`` batches in the model's float type, one
+        epoch per iteration (known or unknown cardinality), or a function that takes the
+        optimizer's step counter and returns one (it is called after ``compile``): a pipeline
+        whose epoch order follows that counter resumes exactly from ``backup_dir``.
+    :raises TrainingDiverged: as :func:`fit_model`.
+    :returns: the progress callback, holding per-epoch seconds and losses.
+    """
+    model = built.model
+    optimizer = tf_keras.optimizers.Adam(config.learning_rate)
+    optimizer.build(model.trainable_variables)  # slots up front: one trace of the train step
+    model.compile(optimizer=optimizer, loss=built.loss)
+    if callable(data) and not isinstance(data, tf.data.Dataset):
+        data = data(optimizer.iterations)
+    if not isinstance(data, tf.data.Dataset):
+        raise ValueError(f"data: expected a tf.data.Dataset of (x, y) batches, got {data!r}")
+    progress = progress or EpochProgress(built.spec.label, stream=None)
     all_callbacks = [progress, *callbacks]  # progress first: it stops before a backup of NaNs
     if backup_dir is not None:
         all_callbacks.append(tf_keras.callbacks.BackupAndRestore(str(backup_dir)))

@@ -1,0 +1,331 @@
+"""Train one model on CSV shards streamed from disk and score it on streamed test shards.
+
+The counterpart of :func:`~gpflux_avdgp.experiments.runner.run` for data larger than memory
+(``avdgp fit 'shards/*.csv.gz'``): the training shards are scanned once for their row count and
+standardiser (:func:`~gpflux_avdgp.streaming.scan_csv_shards`), then streamed every epoch
+(:func:`~gpflux_avdgp.streaming.csv_shard_dataset`); the test shards are streamed in chunks,
+each chunk predicted and scored, and the chunk scores merged. The result record has the keys
+of ``run``'s (no validation set: ``n_val`` 0, ``val`` ``None``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Optional, TextIO
+
+import numpy as np
+import tensorflow as tf
+from gpflow.keras import tf_keras
+
+from .. import metrics
+from ..prediction import predict_mixture
+from ..streaming import ShardStatistics, csv_shard_dataset
+from ..validation import check_choice, check_positive_int
+from .data import DataError, Standardizer
+from .runner import (
+    BACKUP_DIR,
+    SETTINGS_FILE,
+    EpochProgress,
+    TrainConfig,
+    _changed_settings,
+    _jsonable,
+    fit_model_on_dataset,
+    float_type,
+    save_run,
+    score_prediction,
+)
+from .zoo import BuiltModel, ModelSpec, Task, build_model
+
+__all__ = ["check_test_shards", "run_streaming", "score_streamed"]
+
+#: Rows of training data used to initialise global inducing points (svgp, dsdgp, dspp).
+INIT_ROWS = 4096
+
+
+def check_test_shards(train: ShardStatistics, test: ShardStatistics) -> None:
+    """Refuse test shards whose columns differ from the training shards', or that repeat one.
+
+    :raises DataError: naming the first test shard that does not fit.
+    """
+    shared = set(path.resolve() for path in train.shards) & set(
+        path.resolve() for path in test.shards
+    )
+    if shared:
+        first = next(path for path in test.shards if path.resolve() in shared)
+        raise DataError(f"{first}: is a training shard and a test shard")
+    where = f"{test.shards[0]}: the test shards differ from the training shards"
+    if test.num_columns != train.num_columns:
+        raise DataError(f"{where}: {test.num_columns} columns, not {train.num_columns}")
+    if test.header != train.header:
+        shown = ", ".join(test.header) if test.header else "no header"
+        expected = ", ".join(train.header) if train.header else "no header"
+        raise DataError(f"{where}: header ({shown}) is not ({expected})")
+    if test.target_index != train.target_index:
+        raise DataError(f"{where}: target column {test.target_index}, not {train.target_index}")
+
+
+def _combine(chunks: list[tuple[int, dict]]) -> dict:
+    """Merge per-chunk means (``rmse``: root mean square) weighted by the chunk sizes."""
+    total = sum(count for count, _ in chunks)
+    merged = {}
+    for key in chunks[0][1]:
+        if key == "rmse":
+            merged[key] = float(np.sqrt(sum(n * s[key] ** 2 for n, s in chunks) / total))
+        else:
+            merged[key] = float(sum(n * s[key] for n, s in chunks) / total)
+    return merged
+
+
+def score_streamed(
+    built: BuiltModel,
+    test: ShardStatistics,
+    task: Task,
+    standardizer: Optional[Standardizer],
+    *,
+    classes: Optional[tuple[float, float]] = None,
+    dtype: object = tf.float64,
+    chunk_rows: int = 50_000,
+    predict_batch_size: int = 1000,
+) -> tuple[dict, Optional[dict], float]:
+    """Predict the test shards chunk by chunk and score them.
+
+    Regression: every chunk of ``chunk_rows`` rows is scored with
+    :func:`~gpflux_avdgp.experiments.runner.score_prediction` and the chunk scores are merged
+    (means weighted by rows; RMSE as the root of the merged mean square): equal, up to
+    round-off, to scoring all rows at once, with memory for one chunk. Classification keeps one
+    probability and one label per test row (16 bytes a row) for the calibration error.
+
+    :returns: ``(metrics, metrics in original units or None, seconds)``; the seconds cover
+        reading, decoding and predicting, after a warm-up prediction of one batch.
+    """
+    chunk_rows = check_positive_int("chunk_rows", chunk_rows)
+    data = csv_shard_dataset(
+        test,
+        batch_size=chunk_rows,
+        standardizer=standardizer,
+        classes=classes,
+        shuffle_buffer=0,
+        shuffle_files=False,
+        num_parallel_reads=1,
+        dtype=dtype,
+    )
+    first_x, _ = next(iter(data.take(1)))
+    predict_mixture(
+        built.model,
+        first_x[:predict_batch_size],
+        likelihood=built.likelihood,
+        batch_size=predict_batch_size,
+    )  # warm-up: tracing is not timed
+    start = time.perf_counter()
+    scored, original, probabilities, labels = [], [], [], []
+    for x, y in data:
+        prediction = predict_mixture(
+            built.model, x, likelihood=built.likelihood, batch_size=predict_batch_size
+        )
+        targets = y.numpy().astype(np.float64)  # [B, 1]
+        if task is Task.CLASSIFICATION:
+            probabilities.append(
+                metrics.probit_mixture_probability(
+                    prediction.weights,
+                    prediction.f_means[..., 0],
+                    prediction.f_variances[..., 0],
+                )
+            )
+            labels.append(targets[:, 0])
+            continue
+        chunk, chunk_original = score_prediction(prediction, targets, task, standardizer)
+        scored.append((len(targets), chunk))
+        if chunk_original is not None:
+            original.append((len(targets), chunk_original))
+    seconds = time.perf_counter() - start
+    if task is Task.CLASSIFICATION:
+        result = metrics.classification_metrics(
+            np.concatenate(labels), np.concatenate(probabilities)
+        )
+        return result, None, seconds
+    return _combine(scored), (_combine(original) if original else None), seconds
+
+
+def _init_rows(
+    train: ShardStatistics, standardizer: Optional[Standardizer], config: TrainConfig
+) -> np.ndarray:
+    """Up to ``INIT_ROWS`` shuffled, standardised training inputs ``[n, D]``."""
+    data = csv_shard_dataset(
+        train,
+        batch_size=min(INIT_ROWS, train.num_rows),
+        standardizer=standardizer,
+        seed=config.seed,
+    )
+    x, _ = next(iter(data.take(1)))
+    return x.numpy()
+
+
+def prepare_streaming_save_dir(
+    directory: Path,
+    spec: ModelSpec,
+    train: ShardStatistics,
+    config: TrainConfig,
+    dataset: str,
+    stream: Optional[TextIO] = None,
+) -> Path:
+    """:func:`~gpflux_avdgp.experiments.runner.prepare_save_dir` for streamed shards: the data
+    fingerprint is the scan's (row counts and column moments), so the shards may move.
+
+    :raises ValueError: if the folder holds a finished run, or an interrupted run with other
+        settings or data.
+    :returns: the backup folder, ``directory / "backup"``.
+    """
+    fingerprint = json.dumps(
+        {
+            "rows": list(train.rows_per_shard),
+            "mean": train.column_mean.tolist(),
+            "std": train.column_std.tolist(),
+        }
+    )
+    settings = {
+        "spec": asdict(spec),
+        "train": asdict(config),
+        "dataset": dataset,
+        "n_train": train.num_rows,
+        "streamed_shards": len(train.shards),
+        "data_sha256": hashlib.sha256(fingerprint.encode()).hexdigest(),
+    }
+    settings = json.loads(json.dumps(settings, default=_jsonable))
+    if (directory / "run.json").exists():
+        raise ValueError(
+            f"{directory}: holds a finished run (run.json); choose another folder or delete it"
+        )
+    settings_file = directory / SETTINGS_FILE
+    backup_dir = directory / BACKUP_DIR
+    if settings_file.exists():
+        try:
+            saved = json.loads(settings_file.read_text())
+        except (OSError, ValueError) as error:
+            raise ValueError(f"{settings_file}: unreadable ({error}); delete the folder") from None
+        changed = _changed_settings(saved, settings)
+        if changed:
+            raise ValueError(
+                f"{directory}: holds an interrupted run with other settings ({', '.join(changed)}"
+                "); use the same settings to resume it, or another folder"
+            )
+        if backup_dir.exists() and stream is not None:
+            print(f"[{spec.label}] resuming the interrupted run in {directory}", file=stream)
+    directory.mkdir(parents=True, exist_ok=True)
+    settings_file.write_text(json.dumps(settings, indent=2))
+    return backup_dir
+
+
+def run_streaming(
+    spec: ModelSpec,
+    train: ShardStatistics,
+    test: ShardStatistics,
+    config: TrainConfig,
+    *,
+    dataset: str,
+    standardizer: Optional[Standardizer],
+    classes: Optional[tuple[float, float]] = None,
+    stream: Optional[TextIO] = sys.stderr,
+    save_dir: Optional[Path] = None,
+    predict_batch_size: int = 1000,
+    shuffle_buffer: int = 10_000,
+    num_parallel_reads: int = 4,
+    test_chunk_rows: int = 50_000,
+) -> dict:
+    """Train ``spec`` on the streamed training shards and score it on the test shards.
+
+    Every epoch streams ``train`` through :func:`~gpflux_avdgp.streaming.csv_shard_dataset`
+    (standardised by ``standardizer``, shard order and a ``shuffle_buffer``-line buffer
+    shuffled by ``config.seed`` and the epoch read from the optimizer's step counter, so a run
+    interrupted under ``save_dir`` resumes exactly). The model's ``num_data`` is
+    ``train.num_rows``.
+
+    :param train: the scan of the training shards.
+    :param test: the scan of the test shards (same columns).
+    :param standardizer: e.g. ``train.standardizer()``; classification: inputs only.
+    :param classes: the two labels of a classification target (``train.target_classes()``).
+    :returns: the record of :func:`~gpflux_avdgp.experiments.runner.run` (``n_val`` 0).
+    """
+    task = check_choice("task", spec.task, Task)
+    if (task is Task.CLASSIFICATION) != (classes is not None):
+        raise ValueError("classes: expected the two labels for classification, None otherwise")
+    check_test_shards(train, test)
+    backup_dir = None
+    if save_dir is not None:
+        backup_dir = prepare_streaming_save_dir(
+            Path(save_dir), spec, train, config, dataset, stream
+        )
+    tf_keras.backend.clear_session()
+    tf_keras.utils.set_random_seed(config.seed)
+    with float_type(config.dtype):
+        inputs = _init_rows(train, standardizer, config)
+        built = build_model(spec, train.num_features, train.num_rows, inputs=inputs)
+        progress = EpochProgress(spec.label, stream=stream)
+
+        def training_data(step_counter: tf.Variable) -> tf.data.Dataset:
+            return csv_shard_dataset(
+                train,
+                batch_size=config.batch_size,
+                standardizer=standardizer,
+                classes=classes,
+                shuffle_buffer=shuffle_buffer,
+                seed=config.seed,
+                dtype=config.dtype,
+                num_parallel_reads=num_parallel_reads,
+                step_counter=step_counter,
+            )
+
+        fit_model_on_dataset(built, training_data, config, progress=progress, backup_dir=backup_dir)
+        if backup_dir is not None and backup_dir.is_dir() and not any(backup_dir.iterdir()):
+            backup_dir.rmdir()  # BackupAndRestore empties it once training has finished
+        test_scores, test_original, predict_seconds = score_streamed(
+            built,
+            test,
+            task,
+            standardizer,
+            classes=classes,
+            dtype=config.dtype,
+            chunk_rows=test_chunk_rows,
+            predict_batch_size=predict_batch_size,
+        )
+        steady = progress.seconds[1:] or progress.seconds
+        record = {
+            "model": spec.kind.value,
+            "label": spec.label,
+            "rule": spec.rule if spec.kind.value == "avdgp" else None,
+            "task": task.value,
+            "dataset": dataset,
+            "n_train": train.num_rows,
+            "n_val": 0,
+            "n_test": test.num_rows,
+            "dim": train.num_features,
+            "test": test_scores,
+            "test_original_units": test_original,
+            "val": None,
+            "train_seconds_per_epoch": float(np.mean(steady)),
+            "first_epoch_seconds": float(progress.seconds[0]),
+            "predict_seconds": float(predict_seconds),
+            "final_train_loss": float(progress.losses[-1]),
+            "resumed_from_epoch": int(progress.first_epoch or 0),
+            "epochs": config.epochs,
+            "batch_size": config.batch_size,
+            "learning_rate": config.learning_rate,
+            "dtype": config.dtype,
+            "seed": config.seed,
+            "replicas": 1,
+            "layers": spec.resolved_layers(),
+            "dims": spec.resolved_dims(),
+            "num_inducing": spec.resolved_inducing(),
+            "num_points": spec.num_points,
+            "num_parameters": int(
+                sum(int(np.prod(v.shape)) for v in built.model.trainable_variables)
+            ),
+            "streamed_shards": {"train": len(train.shards), "test": len(test.shards)},
+        }
+        if save_dir is not None:
+            save_run(built, record, standardizer, Path(save_dir))
+    return record
