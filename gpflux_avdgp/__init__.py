@@ -28,6 +28,7 @@ from .prediction import PredictiveMixture, predict_mixture
 from .propagation import PropagationRule, propagate
 from .saving import ModelFileError, load_model
 from .serving import export
+from .streaming import ShardStatistics, csv_shard_dataset, resolve_shards, scan_csv_shards
 
 __version__ = "0.1.0"
 
@@ -45,11 +46,13 @@ __all__ = [
     "Objective",
     "PredictiveMixture",
     "PropagationRule",
+    "ShardStatistics",
     "SigmaPointGPLayer",
     "TrainableLikelihood",
     "amortized_conditional",
     "amortized_kl",
     "build_avdgp",
+    "csv_shard_dataset",
     "export",
     "kernels",
     "load_model",
@@ -58,5 +61,7 @@ __all__ = [
     "pointwise_covariances",
     "predict_mixture",
     "propagate",
+    "resolve_shards",
+    "scan_csv_shards",
     "to_mixture",
 ]

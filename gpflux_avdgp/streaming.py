@@ -47,7 +47,6 @@ from .experiments.data import (
 from .validation import check_nonnegative_int, check_positive_int
 
 __all__ = [
-    "DataError",
     "ShardStatistics",
     "csv_shard_dataset",
     "resolve_shards",

@@ -34,6 +34,7 @@ from gpflux_avdgp.experiments.data import DataError, Standardizer
 from gpflux_avdgp.experiments.runner import TrainConfig, fit_model_on_dataset, float_type
 from gpflux_avdgp.experiments.zoo import ModelSpec, build_model
 from gpflux_avdgp.streaming import (
+    ShardStatistics,
     csv_shard_dataset,
     resolve_shards,
     scan_csv_shards,
@@ -660,3 +661,34 @@ def test_streamed_epoch_memory_for_400_mb_of_csv(tmp_path):
     assert streamed["epoch_growth"] < bound and streamed["scan_growth"] < bound, streamed
     loaded = _script("train", tmp_path, "--batch-size", 20_000, "--load")
     assert loaded["epoch_growth"] > bound, loaded
+
+
+def test_public_names():
+    """The streaming API is exported at the package's top level (docs/large_data.md)."""
+    assert gpflux_avdgp.csv_shard_dataset is csv_shard_dataset
+    assert gpflux_avdgp.scan_csv_shards is scan_csv_shards
+    assert gpflux_avdgp.resolve_shards is resolve_shards
+    assert gpflux_avdgp.ShardStatistics is ShardStatistics
+    assert {"csv_shard_dataset", "scan_csv_shards", "resolve_shards", "ShardStatistics"} <= set(
+        gpflux_avdgp.__all__
+    )
+
+
+def test_streaming_save_folder_resumes_only_the_same_data(tmp_path, rng):
+    """``settings.json`` fingerprints the scan (rows per shard, column moments): the same
+    shards, also moved, resume; a changed shard is refused."""
+    from gpflux_avdgp.experiments.streaming_runner import prepare_streaming_save_dir
+
+    table = make_shards(tmp_path / "a", rng, [10, 12])
+    spec = ModelSpec(model="avdgp", rule="ar2p")
+    config = TrainConfig(epochs=2)
+    folder = tmp_path / "run"
+    backup = prepare_streaming_save_dir(folder, spec, scan_csv_shards(tmp_path / "a"), config, "a")
+    assert backup == folder / "backup" and (folder / "settings.json").is_file()
+    (tmp_path / "a").rename(tmp_path / "moved")
+    prepare_streaming_save_dir(folder, spec, scan_csv_shards(tmp_path / "moved"), config, "a")
+    write_shard(tmp_path / "moved" / "part-0.csv", table[:10] + 1.0, ["c0", "c1", "y"])
+    with pytest.raises(
+        ValueError, match="holds an interrupted run with other settings \\(data_sha"
+    ):
+        prepare_streaming_save_dir(folder, spec, scan_csv_shards(tmp_path / "moved"), config, "a")
