@@ -835,6 +835,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _report(error)
 
 
+def _is_lost_worker(error: Exception) -> bool:
+    """Whether ``error`` is TensorFlow's report that another worker of a multi-worker run
+    stopped (its heartbeats ended) or cannot be reached."""
+    import tensorflow as tf
+
+    return isinstance(error, tf.errors.UnavailableError)
+
+
 def _report(error: Exception) -> int:
     from .experiments.data import DataError
     from .experiments.runner import TrainingDiverged
@@ -846,6 +854,15 @@ def _report(error: Exception) -> int:
     if isinstance(error, (DataError, ValueError, OSError)):
         print(f"avdgp: error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if _is_lost_worker(error):
+        start = message.find("Collective ops is aborted")  # after TF's graph traceback
+        reason = (message[start:] if start >= 0 else message[-300:])[:300]
+        print(
+            f"avdgp: a worker of the cluster stopped or cannot be reached ({reason}); start "
+            "every worker again (a run with --save resumes from its last finished epoch)",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
     print(
         f"avdgp: internal error: {type(error).__name__}: {message[:500]} "
         "(set AVDGP_DEBUG=1 for the traceback)",

@@ -243,8 +243,13 @@ def barrier(strategy: tf.distribute.Strategy) -> None:
     cross-replica sum of ones; nothing to do on one replica)."""
     if strategy.num_replicas_in_sync == 1:
         return
-    ones = strategy.run(lambda: tf.ones([], tf.float32))
-    total = strategy.reduce(tf.distribute.ReduceOp.SUM, ones, axis=None)
+
+    @tf.function  # eager collective calls are slow and make TensorFlow log a warning
+    def count_replicas() -> tf.Tensor:
+        ones = strategy.run(lambda: tf.ones([], tf.float32))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, ones, axis=None)
+
+    total = count_replicas()
     if int(total) != strategy.num_replicas_in_sync:  # pragma: no cover - a TF failure
         raise RuntimeError(f"barrier: {int(total)} of {strategy.num_replicas_in_sync} replicas")
 

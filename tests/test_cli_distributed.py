@@ -220,3 +220,35 @@ def test_bad_cpu_device_count(capsys, monkeypatch, data, value):
         ["fit", data, "--strategy", "mirrored"],
         f"avdgp fit: $AVDGP_CPU_DEVICES: expected a positive integer, got '{value}'",
     )
+
+
+def test_a_lost_worker_is_reported_in_one_line(capsys, monkeypatch, data):
+    """What a worker gets when another stops mid-run (TensorFlow's heartbeat check; seen with
+    a worker killed after its first epoch): one line naming the lost task, exit status 1."""
+    import tensorflow as tf
+
+    import gpflux_avdgp.experiments.runner as runner
+
+    def lost(*args, **kwargs):
+        raise tf.errors.UnavailableError(
+            None,
+            None,
+            "Graph execution error:\n\nDetected at node StatefulPartitionedCall defined at (most "
+            'recent call last):\n  File "x.py", line 1\n\n{{function_node CollectiveReduceV2}} '
+            "Collective ops is aborted by: Error reported from /job:worker/task:1: The following "
+            "tasks are unhealthy (stopped sending heartbeats):\n/job:worker/replica:0/task:1\n"
+            "The tasks have crashed.",
+        )
+
+    monkeypatch.setattr(runner, "run", lost)
+    status = main(["fit", str(data), "--quiet"])
+    captured = capsys.readouterr()
+    assert status == 1 and captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
+    assert lines[0].startswith(
+        "avdgp: a worker of the cluster stopped or cannot be reached (Collective ops is aborted by"
+    )
+    assert "/job:worker/replica:0/task:1" in lines[0] and "File" not in lines[0]
+    assert lines[0].endswith("start every worker again (a run with --save resumes from its last "
+                             "finished epoch)")  # fmt: skip

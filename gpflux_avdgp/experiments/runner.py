@@ -390,6 +390,7 @@ def run(
     task = check_choice("task", spec.task, Task)
     chief = strategy is None or is_chief(strategy)
     backup_dir = None
+    made_save_dir = save_dir is not None and not Path(save_dir).exists()
     if save_dir is not None:
         backup_dir = prepare_save_dir(
             Path(save_dir), spec, split, config, dataset, stream, write=chief
@@ -416,6 +417,8 @@ def run(
             barrier(strategy)  # every worker has finished writing its backup
         if backup_dir is not None:
             _remove_if_empty(backup_dir)  # BackupAndRestore empties it once training finished
+            if not chief and made_save_dir:
+                _remove_if_empty(Path(save_dir))  # made by BackupAndRestore on this machine
         prediction, predict_seconds = _timed_prediction(built, split.x_test, predict_batch_size)
         test, test_original = score_prediction(prediction, split.y_test, task, standardizer)
         val = None
