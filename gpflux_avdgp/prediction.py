@@ -101,6 +101,31 @@ def model_input_spec(model: tf_keras.Model) -> tuple[Optional[int], tf.DType]:
     return (None if width is None else int(width)), tf.as_dtype(spec.dtype)
 
 
+def padded_size(num_rows: int, batch_size: int, jit_compile: bool) -> int:
+    """Rows to pass to ``model.predict`` so that every batch has the same shape.
+
+    More than ``batch_size`` rows are padded to a multiple of ``batch_size``: the partial last
+    batch would otherwise trace the predict function again (about a second) and, under
+    ``jit_compile``, compile it again with XLA (tens of seconds). Under ``jit_compile`` fewer
+    rows are padded to the next power of two, so that requests of any size compile at most
+    ``log2(batch_size) + 1`` programs. Rows of a batch never interact (prediction shares one
+    set of draws across rows), so padding does not change the predictions of the real rows.
+    """
+    if num_rows > batch_size:
+        return -(-num_rows // batch_size) * batch_size
+    if jit_compile:
+        return min(batch_size, 1 << max(num_rows - 1, 0).bit_length())
+    return num_rows
+
+
+def pad_rows(inputs: tf.Tensor, size: int) -> tf.Tensor:
+    """``inputs`` ``[N, D]`` followed by copies of its last row up to ``size`` rows."""
+    extra = size - int(inputs.shape[0])
+    if extra <= 0:
+        return inputs
+    return tf.concat([inputs, tf.repeat(inputs[-1:], extra, axis=0)], axis=0)
+
+
 def predict_mixture(
     model: tf_keras.Model,
     inputs: np.ndarray,
@@ -115,7 +140,8 @@ def predict_mixture(
         converted to the model's float type).
     :param likelihood: defaults to the model's last layer's, if it is a
         :class:`~gpflux_avdgp.TrainableLikelihood`.
-    :param batch_size: inputs per forward pass.
+    :param batch_size: inputs per forward pass; the inputs are padded so that every pass has
+        the same shape (see :func:`padded_size`), and the padding is dropped from the result.
     :raises ValueError: for inputs of the wrong width, rank or dtype, an empty batch, or NaN/inf
         values (naming the first bad ``[row, column]``).
     """
@@ -126,7 +152,11 @@ def predict_mixture(
     # Keras casts NumPy float inputs to floatx() (float32) in predict; pass a tensor in the
     # model's dtype so float64 models see float64 inputs.
     inputs = tf.convert_to_tensor(inputs, dtype=dtype)
-    packed = model.predict(inputs, batch_size=batch_size, verbose=0)
+    num_rows = int(inputs.shape[0])
+    padded = pad_rows(
+        inputs, padded_size(num_rows, batch_size, bool(getattr(model, "jit_compile", False)))
+    )
+    packed = model.predict(padded, batch_size=batch_size, verbose=0)[:num_rows]
     means, variances, log_weights = unpack_numpy(packed)
     y_means, y_variances = likelihood.predict_mean_and_var(
         None, tf.constant(means), tf.constant(variances)

@@ -165,18 +165,23 @@ class AmortizedGPLayer(MixtureLayer):
             amortization_input = tf.reshape(amortization_input, [-1, self.input_dim])
             locations = tf.reshape(locations, [-1, 1, self.input_dim])  # [B S, 1, D]
 
+        # The name scopes group the ops in profiles (TensorBoard, benchmarks/profile_step.py).
         inducing, q_mu, q_sqrt = self.inference(amortization_input)  # Z [N, M, D]
-        kuu, kuf, kff = pointwise_covariances(self.kernel, inducing, locations)
-        chol_kuu = jittered_cholesky(kuu)  # [N, M, M], relative and adaptive jitter
-        if self.whiten:
-            q_mu_centred = q_mu
-        else:
-            q_mu_centred = q_mu - self._mean_at(inducing)  # [N, M, Q]
-        mean, var = amortized_conditional(
-            chol_kuu, kuf, kff, q_mu_centred, q_sqrt, whiten=self.whiten
-        )  # [N, P, Q]
-        mean += self._mean_at(locations)
-        kl = amortized_kl(chol_kuu, q_mu_centred, q_sqrt, whiten=self.whiten)  # [N]
+        with tf.name_scope("covariances"):
+            kuu, kuf, kff = pointwise_covariances(self.kernel, inducing, locations)
+        with tf.name_scope("cholesky"):
+            chol_kuu = jittered_cholesky(kuu)  # [N, M, M], relative and adaptive jitter
+        with tf.name_scope("conditional"):
+            if self.whiten:
+                q_mu_centred = q_mu
+            else:
+                q_mu_centred = q_mu - self._mean_at(inducing)  # [N, M, Q]
+            mean, var = amortized_conditional(
+                chol_kuu, kuf, kff, q_mu_centred, q_sqrt, whiten=self.whiten
+            )  # [N, P, Q]
+            mean += self._mean_at(locations)
+        with tf.name_scope("kl"):
+            kl = amortized_kl(chol_kuu, q_mu_centred, q_sqrt, whiten=self.whiten)  # [N]
 
         if per_sample:
             mean = tf.reshape(mean, [batch, num_points, self.units])

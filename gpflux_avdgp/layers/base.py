@@ -241,7 +241,8 @@ class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer):
             the backward pass, holds NaN or inf; the message names the layer.
         """
         training = bool(training)
-        propagated = self._propagate(inputs, training)
+        with tf.name_scope("propagate"):
+            propagated = self._propagate(inputs, training)
         means, variances, loss_term = self._components(propagated, training)
         self.add_loss(loss_term)
         self.add_metric(loss_term, name=f"{self.name}_kl", aggregation="mean")
