@@ -5,6 +5,8 @@ counter, so restoring the weights restores the draws; prediction uses one fixed 
 shared by all datapoints, so it is deterministic, independent of batching and equal under XLA.
 """
 
+import math
+
 import gpflow
 import numpy as np
 import pytest
@@ -14,7 +16,12 @@ from gpflow.keras import tf_keras
 import gpflux_avdgp
 from gpflux_avdgp.cholesky import add_relative_jitter, jittered_cholesky
 from gpflux_avdgp.mixture import GaussianMixture
-from gpflux_avdgp.propagation import PropagationRule, propagate, stateless_seed
+from gpflux_avdgp.propagation import (
+    PropagationRule,
+    propagate,
+    stateless_seed,
+    stateless_standard_normal,
+)
 
 
 def _mixture(rng, batch=5, components=1, dim=2, identical=False):
@@ -62,6 +69,46 @@ def test_replica_draws_are_slices_of_the_global_batch_draws(rng):
         )
         local = propagate(half, "ar2", num_points=3, seed=4, replica=(replica, 2))
         np.testing.assert_allclose(local.locations.numpy(), global_draws[rows], rtol=1e-14)
+
+
+def test_standard_normal_is_box_muller_of_the_philox_bits():
+    """NumPy reference: the top bits of the raw Philox words, then Box-Muller."""
+    seed = tf.constant([11, 4], tf.int64)
+    draws = stateless_standard_normal([3, 5], seed, tf.float64).numpy()
+    bits = tf.random.stateless_uniform(
+        [2, 3, 5], seed=seed, minval=None, maxval=None, dtype=tf.uint64, alg="philox"
+    ).numpy()
+    uniforms = ((bits >> np.uint64(12)).astype(np.float64) + 0.5) * 2.0**-52
+    expected = np.sqrt(-2 * np.log(uniforms[0])) * np.cos(2 * np.pi * uniforms[1])
+    np.testing.assert_allclose(draws, expected, rtol=1e-13, atol=1e-13)
+    float32_draws = stateless_standard_normal([3, 5], seed, tf.float32).numpy()
+    uniforms = ((bits >> np.uint64(41)).astype(np.float64) + 0.5) * 2.0**-23
+    expected = np.sqrt(-2 * np.log(uniforms[0])) * np.cos(2 * np.pi * uniforms[1])
+    assert float32_draws.dtype == np.float32
+    np.testing.assert_allclose(float32_draws, expected, rtol=2e-6, atol=2e-6)
+
+
+@pytest.mark.parametrize("dtype, tolerance", [(tf.float64, 1e-14), (tf.float32, 2e-6)])
+def test_standard_normal_is_the_same_under_xla(dtype, tolerance):
+    """``tf.random.stateless_normal`` gives other numbers once compiled; ours does not."""
+
+    def draw():
+        return stateless_standard_normal([20000], tf.constant([5, 9], tf.int64), dtype)
+
+    graph, xla = tf.function(draw)().numpy(), tf.function(draw, jit_compile=True)().numpy()
+    np.testing.assert_allclose(xla, graph, rtol=tolerance, atol=tolerance)
+    assert np.all(np.isfinite(graph))
+    # standard normal: moments and the Kolmogorov-Smirnov distance to the normal CDF
+    assert abs(graph.mean()) < 0.03 and abs(graph.std() - 1) < 0.03
+    ordered = np.sort(graph.astype(np.float64))
+    cdf = 0.5 * (1 + np.vectorize(math.erf)(ordered / math.sqrt(2)))
+    steps = np.arange(1, len(ordered) + 1) / len(ordered)
+    assert np.max(np.abs(cdf - steps)) < 1.36 / math.sqrt(len(ordered))  # 5% KS level
+
+
+def test_standard_normal_rejects_other_dtypes():
+    with pytest.raises(ValueError, match="float32 or float64"):
+        stateless_standard_normal([2], tf.constant([1, 2], tf.int64), tf.float16)
 
 
 def test_stateless_seed_rejects_a_wrong_shape():
