@@ -153,3 +153,23 @@ def test_dtype_is_preserved(rng):
     inducing, locations = _inputs(rng)
     outs = pointwise_covariances(gpflow.kernels.Matern52(), inducing, locations)
     assert all(out.dtype == tf.float64 for out in outs)
+
+
+def test_kuf_near_coincident_points_stays_at_most_the_variance_in_float32(rng):
+    """``Kuf`` uses ``|z|^2 + |f|^2 - 2 z.f`` clipped at 0: at far-out, nearly coincident
+    points in float32 the unclipped sum goes negative (a kernel value above the variance)."""
+    with gpflow.config.as_context(gpflow.config.Config(float=np.float32)):
+        kernel = gpflow.kernels.SquaredExponential(variance=1.5, lengthscales=1.0)
+    inducing = 10.0 + rng.normal(size=(50, 8, 16))  # |z|^2 ~ 1600
+    locations = inducing + 1e-4 * rng.normal(size=inducing.shape)
+    inducing, locations = tf.constant(inducing, tf.float32), tf.constant(locations, tf.float32)
+    _, kuf, _ = pointwise_covariances(kernel, inducing, locations)
+    assert kuf.dtype == tf.float32
+    assert np.all(kuf.numpy() <= 1.5)
+    diagonal = np.diagonal(kuf.numpy(), axis1=-2, axis2=-1)
+    np.testing.assert_allclose(diagonal, 1.5, rtol=1e-3)
+    expected = reference.squared_exponential(1.5, 1.0)
+    z, f = inducing.numpy().astype(np.float64), locations.numpy().astype(np.float64)
+    for b in range(3):
+        exact = np.array([[expected(z[b, i], f[b, j]) for j in range(8)] for i in range(8)])
+        np.testing.assert_allclose(kuf.numpy()[b], exact, rtol=1e-3, atol=1e-5)
