@@ -651,15 +651,20 @@ def test_streamed_epoch_memory_is_a_fraction_of_the_data(tmp_path):
 @pytest.mark.slow
 def test_streamed_epoch_memory_for_400_mb_of_csv(tmp_path):
     """2.5M rows in 16 shards (over 400 MB of CSV): the statistics pass and a streamed epoch
-    (batch 20000) each grow the peak resident size by less than a quarter of the CSV text;
-    the same epoch on the shards loaded whole (the control) does not."""
+    (batch 5000) each grow the peak resident size by less than a quarter of the CSV text;
+    the same epoch on the shards loaded whole (the control) does not.
+
+    Batch 5000, not 20000: the training step's own working memory grows with the batch
+    (``--model-only`` measures 12 MB at 5000, 58 MB at 20000, more on a busy machine) and is
+    not memory of the data set; at 20000 it alone came near the bound on a loaded CI machine.
+    """
     data = _script("generate", tmp_path, "--shards", 16, "--rows", 2_500_000)
     assert data["text_bytes"] > 400e6
     bound = data["text_bytes"] / 4
-    streamed = _script("train", tmp_path, "--batch-size", 20_000)
+    streamed = _script("train", tmp_path, "--batch-size", 5000)
     assert streamed["peak_reset"]
     assert streamed["epoch_growth"] < bound and streamed["scan_growth"] < bound, streamed
-    loaded = _script("train", tmp_path, "--batch-size", 20_000, "--load")
+    loaded = _script("train", tmp_path, "--batch-size", 5000, "--load")
     assert loaded["epoch_growth"] > bound, loaded
 
 

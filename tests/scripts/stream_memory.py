@@ -3,9 +3,11 @@
     python stream_memory.py generate DIR [--shards 16] [--rows 2000000] [--features 7]
         writes DIR/part-*.csv (every fourth shard gzip-compressed), NumPy chunk by chunk;
         prints JSON: rows, columns, text bytes (uncompressed CSV), float64 bytes
-    python stream_memory.py train DIR [--batch-size 20000] [--load]
+    python stream_memory.py train DIR [--batch-size 20000] [--load | --model-only]
         scans DIR's shards, builds a 1-layer AVDGP and trains it for one epoch on the streamed
-        shards (--load: on the shards loaded whole with NumPy instead, the control);
+        shards (--load: on the shards loaded whole with NumPy instead, the control;
+        --model-only: on ten in-memory batches of random rows, the training step's own working
+        memory, which grows with the batch size and not with the data);
         prints JSON with the resident set sizes (bytes) along the way
 
 Memory is read from /proc/self/status: ``VmRSS`` (now) and ``VmHWM`` (peak since the last
@@ -93,7 +95,7 @@ def generate(directory: Path, shards: int, rows: int, features: int, seed: int) 
     }
 
 
-def train(directory: Path, batch_size: int, load: bool) -> dict:
+def train(directory: Path, batch_size: int, load: bool, model_only: bool = False) -> dict:
     """Scan, build, warm up, then one epoch; the resident sizes along the way."""
     import gpflow
     import tensorflow as tf
@@ -121,6 +123,12 @@ def train(directory: Path, batch_size: int, load: bool) -> dict:
     scaler = statistics.standardizer()
     streamed = csv_shard_dataset(statistics, batch_size=batch_size, standardizer=scaler)
     model.fit(streamed.take(3), epochs=1, verbose=0)  # warm-up: tracing, pipeline threads
+    if model_only:  # ten batches made before the baseline: the step's working memory alone
+        dtype = streamed.element_spec[0].dtype.as_numpy_dtype
+        rows = np.random.default_rng(0).standard_normal((10 * batch_size, statistics.num_columns))
+        rows = rows.astype(dtype)  # [10 B, D + 1]
+        in_memory = tf.data.Dataset.from_tensor_slices((rows[:, :-1], rows[:, -1:]))
+        in_memory = in_memory.batch(batch_size)
     baseline = _status("VmRSS")
     total_peak = _status("VmHWM")
     _reset_peak()
@@ -131,13 +139,15 @@ def train(directory: Path, batch_size: int, load: bool) -> dict:
         y = scaler.transform_y(np.concatenate([part.targets for part in parts]))[:, None]
         del parts
         data = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch_size)
+    elif model_only:
+        data = in_memory
     else:
         data = streamed
     history = model.fit(data, epochs=1, verbose=0)
     epoch_seconds = time.perf_counter() - start
     epoch_peak = _status("VmHWM")
     return {
-        "mode": "load" if load else "stream",
+        "mode": "load" if load else "model-only" if model_only else "stream",
         "rows": statistics.num_rows,
         "shards": len(statistics.shards),
         "batch_size": batch_size,
@@ -166,12 +176,14 @@ def main() -> None:
     fit = commands.add_parser("train")
     fit.add_argument("directory", type=Path)
     fit.add_argument("--batch-size", type=int, default=20_000)
-    fit.add_argument("--load", action="store_true")
+    mode = fit.add_mutually_exclusive_group()
+    mode.add_argument("--load", action="store_true")
+    mode.add_argument("--model-only", action="store_true")
     args = parser.parse_args()
     if args.command == "generate":
         result = generate(args.directory, args.shards, args.rows, args.features, args.seed)
     else:
-        result = train(args.directory, args.batch_size, args.load)
+        result = train(args.directory, args.batch_size, args.load, args.model_only)
     print(json.dumps(result))
     sys.stdout.flush()
 
