@@ -21,7 +21,15 @@ import tensorflow as tf
 SCRIPT = Path(__file__).parent / "scripts" / "mirrored_fit.py"
 
 
-@pytest.mark.parametrize("rule", ["ar2p", "ar2", pytest.param("ar1", marks=pytest.mark.slow)])
+# AR2 under MirroredStrategy also runs in the fast suite through tests/test_cli_distributed.py.
+@pytest.mark.parametrize(
+    "rule",
+    [
+        "ar2p",
+        pytest.param("ar2", marks=pytest.mark.slow),
+        pytest.param("ar1", marks=pytest.mark.slow),
+    ],
+)
 def test_mirrored_strategy_matches_one_device(rule):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
     done = subprocess.run(

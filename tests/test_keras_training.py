@@ -163,7 +163,15 @@ def test_bernoulli_classification_end_to_end(rng):
 
 
 # ----------------------------------------------------------------------------- jit_compile
-@pytest.mark.parametrize("rule", ["ar1", "ar2", "ar2p"])
+# AR1 and AR2 under XLA: step equality for every rule is in tests/test_xla.py (fast).
+@pytest.mark.parametrize(
+    "rule",
+    [
+        pytest.param("ar1", marks=pytest.mark.slow),
+        pytest.param("ar2", marks=pytest.mark.slow),
+        "ar2p",
+    ],
+)
 def test_jit_compile_trains(rng, rule):
     x, y = regression_data(rng)
     likelihood = gpflow.likelihoods.Gaussian(variance=0.1)

@@ -312,6 +312,7 @@ def test_gradient_failure_is_described_with_its_layer():
     )
 
 
+@pytest.mark.slow
 def test_float32_training_on_standardised_uci_data_stays_finite():
     """A short float32 run of the paper's 3-layer AVDGP on a UCI split (see the benchmark
     ``benchmarks/float32_robustness.py`` for the longer measurement)."""
@@ -343,6 +344,7 @@ def _fit_command(data: Path, save: Path) -> list[str]:
     ]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_cli_fit_save_resumes_a_killed_run(tmp_path, rng):
     rows = 2400  # 240 training steps per epoch: the kill lands inside epoch 3
     x = rng.normal(size=(rows, 3))

@@ -76,10 +76,18 @@ def _loss_and_gradients(built, x, y, jit: bool):
     return loss.numpy(), [g.numpy() for g in gradients]
 
 
-CASES = [(model, rule, "regression") for model, rule in ZOO] + [
-    pytest.param(model, rule, "classification", marks=[] if rule == "ar1" else pytest.mark.slow)
+#: Fast run: regression for every AVDGP rule and DSPP (the wrapped GPflux layers), classification
+#: for AR1; the other cases (about 5 to 10 s each) run in the slow suite.
+FAST_CASES = {("avdgp", "ar1", "regression"), ("avdgp", "ar2", "regression")}
+FAST_CASES |= {("avdgp", "ar2p", "regression"), ("avdgp", "ar2pp", "regression")}
+FAST_CASES |= {("dspp", None, "regression"), ("avdgp", "ar1", "classification")}
+CASES = [
+    pytest.param(
+        model, rule, task, marks=[] if (model, rule, task) in FAST_CASES else pytest.mark.slow
+    )
+    for task in ("regression", "classification")
     for model, rule in ZOO
-]  # classification: AR1 in the fast run, the rest (about 10 s each) in the slow one
+]
 
 
 @pytest.mark.parametrize("model, rule, task", CASES)
@@ -95,10 +103,10 @@ def test_xla_step_equals_graph_step(model, rule, task):
         np.testing.assert_allclose(xla, graph, rtol=1e-6, atol=1e-9)
 
 
-@pytest.mark.parametrize("rule", ["ar1", "ar2pp"])
+@pytest.mark.parametrize("rule", [pytest.param("ar1", marks=pytest.mark.slow), "ar2pp"])
 def test_fit_with_jit_compile_trains(rule):
-    """``model.fit`` under XLA, for the two rules the Keras training tests do not cover there
-    (AR2, AR2P and AR1 with a Gaussian likelihood are in test_keras_training.py)."""
+    """``model.fit`` under XLA for AR2PP and AR1 classification (slow); AR2P, and in the slow
+    suite AR1 and AR2, with a Gaussian likelihood are in test_keras_training.py."""
     x, y = _data("classification" if rule == "ar1" else "regression")
     built = _small_model("avdgp", rule, "classification" if rule == "ar1" else "regression", x)
     built.model.compile(tf_keras.optimizers.Adam(0.03), loss=built.loss, jit_compile=True)
