@@ -12,6 +12,13 @@ type and ``jit_compile`` setting, one subprocess (so peak memory is per configur
 Ratios AVDGP / DS-DGP are taken between configurations of the same run.
 
     python benchmarks/speed.py --out benchmarks/results/speed
+
+``--steps-per-execution 1,10`` also runs every configuration with 10 training steps per call
+of Keras' train function (``model.compile(steps_per_execution=10)``) and adds a table of the
+epoch times against one step per call:
+
+    python benchmarks/speed.py --datasets elevators --jit no --steps-per-execution 1,10 \
+        --out benchmarks/results/steps_per_execution
 """
 
 from __future__ import annotations
@@ -80,7 +87,12 @@ def one_configuration(args) -> dict:
         model = built.model
         optimizer = tf_keras.optimizers.Adam(0.005)
         optimizer.build(model.trainable_variables)
-        model.compile(optimizer, loss=built.loss, jit_compile=args.jit)
+        model.compile(
+            optimizer,
+            loss=built.loss,
+            jit_compile=args.jit,
+            steps_per_execution=args.steps_per_execution,
+        )
         steps_per_epoch = math.ceil(len(x_train) / args.batch_size)
         steps = min(args.steps, steps_per_epoch)
         data = epoch_shuffled_batches(
@@ -106,6 +118,7 @@ def one_configuration(args) -> dict:
         "model": args.model,
         "dtype": args.dtype,
         "jit": args.jit,
+        "steps_per_execution": args.steps_per_execution,
         "n_train": int(len(x_train)),
         "steps_timed": int(steps),
         "seconds_per_step": progress.seconds[1] / steps,
@@ -120,27 +133,68 @@ def one_configuration(args) -> dict:
     }
 
 
+def _steps_per_call(record: dict) -> int:
+    return record.get("steps_per_execution", 1)  # results written before the option: 1
+
+
 def table(records: list[dict]) -> str:
-    """Markdown: one row per (data set, dtype, jit) with both models and their ratios."""
+    """Markdown: one row per (data set, dtype, jit, steps per call) with both models and their
+    ratios."""
     lines = [
-        "| data | dtype | jit | AVDGP s/epoch | DS-DGP s/epoch | ratio | AVDGP predict s "
-        "| DS-DGP predict s | ratio | AVDGP peak MB | DS-DGP peak MB |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| data | dtype | jit | steps/call | AVDGP s/epoch | DS-DGP s/epoch | ratio "
+        "| AVDGP predict s | DS-DGP predict s | ratio | AVDGP peak MB | DS-DGP peak MB |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    keys = sorted({(r["dataset"], r["dtype"], r["jit"]) for r in records})
+    keys = sorted({(r["dataset"], r["dtype"], r["jit"], _steps_per_call(r)) for r in records})
     for key in keys:
-        found = {r["model"]: r for r in records if (r["dataset"], r["dtype"], r["jit"]) == key}
+        found = {
+            r["model"]: r
+            for r in records
+            if (r["dataset"], r["dtype"], r["jit"], _steps_per_call(r)) == key
+        }
         ours, theirs = found.get("avdgp-ar2p"), found.get("dsdgp")
         if ours is None or theirs is None:
             continue
         lines.append(
             f"| {key[0]} ({ours['n_train']} rows, {ours['predict_rows']} test) | {key[1]} | "
-            f"{'yes' if key[2] else 'no'} | {ours['seconds_per_epoch']:.1f} | "
+            f"{'yes' if key[2] else 'no'} | {key[3]} | {ours['seconds_per_epoch']:.1f} | "
             f"{theirs['seconds_per_epoch']:.1f} | "
             f"{ours['seconds_per_epoch'] / theirs['seconds_per_epoch']:.2f} | "
             f"{ours['predict_seconds']:.2f} | {theirs['predict_seconds']:.2f} | "
             f"{ours['predict_seconds'] / theirs['predict_seconds']:.2f} | "
             f"{ours['peak_rss_mb']:.0f} | {theirs['peak_rss_mb']:.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def steps_per_call_table(records: list[dict]) -> str:
+    """Markdown: for each (data set, model, dtype, jit), seconds per epoch with every number
+    of steps per call and the ratio to one step per call ("" when there is nothing to compare).
+    """
+    values = sorted({_steps_per_call(r) for r in records})
+    if len(values) < 2 or 1 not in values:
+        return ""
+    others = [v for v in values if v != 1]
+    header = " | ".join(f"{v} steps/call s/epoch | ratio" for v in others)
+    lines = [
+        f"| data | model | dtype | jit | 1 step/call s/epoch | {header} |",
+        "|---|---|---|---|---:|" + "---:|---:|" * len(others),
+    ]
+    groups = sorted({(r["dataset"], r["model"], r["dtype"], r["jit"]) for r in records})
+    for group in groups:
+        found = {
+            _steps_per_call(r): r["seconds_per_epoch"]
+            for r in records
+            if (r["dataset"], r["model"], r["dtype"], r["jit"]) == group
+        }
+        if 1 not in found:
+            continue
+        cells = " | ".join(
+            f"{found[v]:.2f} | {found[v] / found[1]:.2f}" if v in found else "- | -" for v in others
+        )
+        lines.append(
+            f"| {group[0]} | {group[1]} | {group[2]} | {'yes' if group[3] else 'no'} "
+            f"| {found[1]:.2f} | {cells} |"
         )
     return "\n".join(lines)
 
@@ -153,6 +207,11 @@ def main(argv=None) -> int:
     parser.add_argument("--jit", default="no,yes", help="comma-separated subset of no,yes")
     parser.add_argument("--steps", type=int, default=100, help="timed minibatches per pass")
     parser.add_argument("--batch-size", type=int, default=100)
+    parser.add_argument(
+        "--steps-per-execution",
+        default="1",
+        help="comma-separated training steps per call of the train function (1)",
+    )
     parser.add_argument("--predict-rows", type=int, default=2000)
     parser.add_argument("--synthetic-rows", type=int, default=500_000)
     parser.add_argument("--out", default="benchmarks/results/speed")
@@ -163,6 +222,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.one:
         args.jit = args.jit == "yes"
+        args.steps_per_execution = int(args.steps_per_execution)
         print(json.dumps(one_configuration(args)))
         return 0
 
@@ -173,24 +233,31 @@ def main(argv=None) -> int:
         for dtype in args.dtypes.split(","):
             for jit in args.jit.split(","):
                 for model in args.models.split(","):
-                    command = [
-                        sys.executable, __file__, "--one", "--dataset", dataset, "--model",
-                        model, "--dtype", dtype, "--jit", jit, "--steps", str(args.steps),
-                        "--batch-size", str(args.batch_size), "--predict-rows",
-                        str(args.predict_rows), "--synthetic-rows", str(args.synthetic_rows),
-                    ]  # fmt: skip
-                    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-                    done = subprocess.run(command, capture_output=True, text=True, env=env)
-                    if done.returncode != 0:
-                        print(f"{dataset} {model} {dtype} jit={jit}: failed", file=sys.stderr)
-                        print(done.stderr[-2000:], file=sys.stderr)
-                        continue
-                    record = json.loads(done.stdout.strip().splitlines()[-1])
-                    records.append(record)
-                    print(json.dumps(record), flush=True)
-                    (out / "speed.json").write_text(json.dumps(records, indent=2))
-    (out / "speed.md").write_text(table(records) + "\n")
-    print(table(records))
+                    for steps_per_call in args.steps_per_execution.split(","):
+                        command = [
+                            sys.executable, __file__, "--one", "--dataset", dataset, "--model",
+                            model, "--dtype", dtype, "--jit", jit, "--steps", str(args.steps),
+                            "--batch-size", str(args.batch_size), "--predict-rows",
+                            str(args.predict_rows), "--synthetic-rows", str(args.synthetic_rows),
+                            "--steps-per-execution", steps_per_call,
+                        ]  # fmt: skip
+                        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+                        done = subprocess.run(command, capture_output=True, text=True, env=env)
+                        if done.returncode != 0:
+                            name = f"{dataset} {model} {dtype} jit={jit} spe={steps_per_call}"
+                            print(f"{name}: failed", file=sys.stderr)
+                            print(done.stderr[-2000:], file=sys.stderr)
+                            continue
+                        record = json.loads(done.stdout.strip().splitlines()[-1])
+                        records.append(record)
+                        print(json.dumps(record), flush=True)
+                        (out / "speed.json").write_text(json.dumps(records, indent=2))
+    report = table(records)
+    extra = steps_per_call_table(records)
+    if extra:
+        report += "\n\nEpoch time against one training step per call:\n\n" + extra
+    (out / "speed.md").write_text(report + "\n")
+    print(report)
     return 0
 
 

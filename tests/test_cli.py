@@ -389,6 +389,28 @@ def test_fit_same_seed_gives_identical_metrics(capsys, tmp_path, rng):
     assert first["final_train_loss"] == second["final_train_loss"]
 
 
+def test_fit_steps_per_execution_gives_the_same_run(capsys, tmp_path, rng):
+    """``--steps-per-execution 4`` (3 steps per epoch here: one partial call) changes nothing
+    in the record but the setting itself, up to floating-point rounding."""
+    x, y = regression_data(rng, 150, 2)
+    data = write_table(tmp_path / "spe.csv", np.column_stack([x, y]).tolist())
+    records = {}
+    for steps in ("1", "4"):
+        path = tmp_path / f"spe{steps}.json"
+        status, _, err = cli(
+            capsys, "fit", data, "--rule", "ar2", *DEEP, *TINY, "--epochs", "2",
+            "--steps-per-execution", steps, "--json", path,
+        )  # fmt: skip
+        assert status == 0, err
+        records[steps] = strict_json(path.read_text())
+    assert records["4"]["steps_per_execution"] == 4
+    assert records["1"]["steps_per_execution"] == 1
+    for key in ("test", "test_original_units", "val"):  # equal up to rounding
+        assert records["4"][key] == pytest.approx(records["1"][key], rel=1e-9)
+    final_losses = records["4"]["final_train_loss"], records["1"]["final_train_loss"]
+    assert final_losses[0] == pytest.approx(final_losses[1], rel=1e-6)  # Keras: a float32 mean
+
+
 def test_fit_diverged_training_exits_3(capsys, tmp_path, rng):
     x, y = regression_data(rng, 120, 2)
     data = write_table(tmp_path / "wild.csv", np.column_stack([x, y]).tolist())
@@ -591,6 +613,11 @@ BAD_INPUT = [
         "must be < 1",
     ),
     ("bad-dtype", ["fit", "{d}/good.csv", "--dtype", "float16"], "invalid choice: 'float16'"),
+    (
+        "zero-steps-per-execution",
+        ["fit", "{d}/good.csv", "--steps-per-execution", "0"],
+        "--steps-per-execution: expected a positive integer, got '0'",
+    ),
     ("bad-task", ["fit", "{d}/good.csv", "--task", "ranking"], "invalid choice: 'ranking'"),
     ("negative-seed", ["fit", "{d}/good.csv", "--seed", "-1"], "seed: expected an integer >= 0"),
     (

@@ -71,6 +71,11 @@ class TrainConfig:
     :param learning_rate: Adam's step size.
     :param seed: seeds Keras/TF/NumPy, the shuffling and the model.
     :param dtype: ``"float64"`` (default, GPflow's) or ``"float32"``.
+    :param steps_per_execution: training steps run by one call of Keras' train function
+        (``model.compile(steps_per_execution=...)``): more steps per call spread Keras'
+        per-call work (callbacks, iterator, loop) over them, with the same results up to
+        floating-point rounding. A speed setting only: it is not part of a saved run's
+        settings, so a run may resume with another value.
     """
 
     epochs: int = 100
@@ -78,10 +83,12 @@ class TrainConfig:
     learning_rate: float = 0.005
     seed: int = 0
     dtype: str = "float64"
+    steps_per_execution: int = 1
 
     def __post_init__(self) -> None:
         check_positive_int("epochs", self.epochs)
         check_positive_int("batch_size", self.batch_size)
+        check_positive_int("steps_per_execution", self.steps_per_execution)
         if not (isinstance(self.learning_rate, (int, float)) and self.learning_rate > 0):
             raise ValueError(f"learning_rate: expected a positive number, got {self.learning_rate}")
         if self.dtype not in FLOAT_TYPES:
@@ -118,6 +125,7 @@ class EpochProgress(tf_keras.callbacks.Callback):
         self.losses: list[float] = []
         self.first_epoch: Optional[int] = None
         self.epoch, self.batch = 0, 0
+        self.steps_per_execution = 1  # batches per train-function call, set by fit_model
 
     def on_epoch_begin(self, epoch: int, logs: Optional[dict] = None) -> None:
         self._start = time.perf_counter()
@@ -188,10 +196,7 @@ def fit_model(
     if strategy is not None:
         _check_distributed_fit(model, strategy, len(inputs), config.batch_size)
     with scope:
-        optimizer = tf_keras.optimizers.Adam(config.learning_rate)
-        optimizer.build(model.trainable_variables)  # slots up front: one trace of the train step
-        model.compile(optimizer=optimizer, loss=built.loss)
-    progress = progress or EpochProgress(built.spec.label, stream=None)
+        optimizer = _compile_with_adam(built, config)
     data = epoch_shuffled_batches(
         inputs,
         targets,
@@ -202,18 +207,7 @@ def fit_model(
     )
     if strategy is not None:
         data = shard_global_batches(data)  # each worker: its slice of every global batch
-    all_callbacks = [progress, *callbacks]  # progress first: it stops before a backup of NaNs
-    if backup_dir is not None:
-        all_callbacks.append(tf_keras.callbacks.BackupAndRestore(str(backup_dir)))
-    try:
-        model.fit(data, epochs=config.epochs, verbose=0, callbacks=all_callbacks)
-    except tf.errors.InvalidArgumentError as error:
-        if NON_FINITE_MESSAGE not in str(error.message):
-            raise  # another failure (e.g. a shape error) is not a divergence
-        raise TrainingDiverged(
-            _describe_non_finite_step(error, model, progress, backup_dir)
-        ) from None
-    return progress
+    return _fit_reporting_divergence(built, data, config, progress, callbacks, backup_dir)
 
 
 def fit_model_on_dataset(
@@ -239,25 +233,53 @@ def fit_model_on_dataset(
     :raises TrainingDiverged: as :func:`fit_model`.
     :returns: the progress callback, holding per-epoch seconds and losses.
     """
-    model = built.model
-    optimizer = tf_keras.optimizers.Adam(config.learning_rate)
-    optimizer.build(model.trainable_variables)  # slots up front: one trace of the train step
-    model.compile(optimizer=optimizer, loss=built.loss)
+    optimizer = _compile_with_adam(built, config)
     if callable(data) and not isinstance(data, tf.data.Dataset):
         data = data(optimizer.iterations)
     if not isinstance(data, tf.data.Dataset):
         raise ValueError(f"data: expected a tf.data.Dataset of (x, y) batches, got {data!r}")
+    if config.steps_per_execution > 1 and data.cardinality() == tf.data.UNKNOWN_CARDINALITY:
+        raise ValueError(
+            f"steps_per_execution={config.steps_per_execution} needs a dataset of known length "
+            "(Keras must know where an epoch ends); use "
+            "data.apply(tf.data.experimental.assert_cardinality(batches_per_epoch)) or 1"
+        )
+    return _fit_reporting_divergence(built, data, config, progress, callbacks, backup_dir)
+
+
+def _compile_with_adam(built: BuiltModel, config: TrainConfig) -> tf_keras.optimizers.Optimizer:
+    """Compile ``built.model`` with Adam, its loss and ``config.steps_per_execution``; the
+    optimizer's slots are made up front, so the train function is traced once."""
+    optimizer = tf_keras.optimizers.Adam(config.learning_rate)
+    optimizer.build(built.model.trainable_variables)
+    built.model.compile(
+        optimizer=optimizer, loss=built.loss, steps_per_execution=config.steps_per_execution
+    )
+    return optimizer
+
+
+def _fit_reporting_divergence(
+    built: BuiltModel,
+    data: tf.data.Dataset,
+    config: TrainConfig,
+    progress: Optional[EpochProgress],
+    callbacks: tuple,
+    backup_dir: Optional[Path],
+) -> EpochProgress:
+    """``model.fit`` on ``data`` with the progress, user and backup callbacks; a non-finite
+    layer output or gradient becomes :class:`TrainingDiverged` naming layer, epoch and batch."""
     progress = progress or EpochProgress(built.spec.label, stream=None)
+    progress.steps_per_execution = config.steps_per_execution
     all_callbacks = [progress, *callbacks]  # progress first: it stops before a backup of NaNs
     if backup_dir is not None:
         all_callbacks.append(tf_keras.callbacks.BackupAndRestore(str(backup_dir)))
     try:
-        model.fit(data, epochs=config.epochs, verbose=0, callbacks=all_callbacks)
+        built.model.fit(data, epochs=config.epochs, verbose=0, callbacks=all_callbacks)
     except tf.errors.InvalidArgumentError as error:
         if NON_FINITE_MESSAGE not in str(error.message):
             raise  # another failure (e.g. a shape error) is not a divergence
         raise TrainingDiverged(
-            _describe_non_finite_step(error, model, progress, backup_dir)
+            _describe_non_finite_step(error, built.model, progress, backup_dir)
         ) from None
     return progress
 
@@ -297,9 +319,15 @@ def _describe_non_finite_step(
     layer = next((layer.name for layer in model.layers if f"{layer.name}: " in text), None)
     part = "the gradient at the output" if "gradient" in text else "the output"
     where = f"layer '{layer}'" if layer else "a layer"
+    first = progress.batch + 1
+    last = first + progress.steps_per_execution - 1
+    steps = (getattr(progress, "params", None) or {}).get("steps")
+    if steps is not None:
+        last = min(last, steps)
+    batches = f"batch {first}" if last == first else f"one of batches {first} to {last}"
     message = (
-        f"{progress.label}: training stopped in epoch {progress.epoch + 1}, batch "
-        f"{progress.batch + 1}: non-finite values (NaN or inf) in {part} of {where}"
+        f"{progress.label}: training stopped in epoch {progress.epoch + 1}, {batches}: "
+        f"non-finite values (NaN or inf) in {part} of {where}"
     )
     if backup_dir is not None and progress.epoch > 0:
         message += (
@@ -451,6 +479,7 @@ def run(
             "learning_rate": config.learning_rate,
             "dtype": config.dtype,
             "seed": config.seed,
+            "steps_per_execution": config.steps_per_execution,
             "replicas": 1 if strategy is None else int(strategy.num_replicas_in_sync),
             "layers": spec.resolved_layers(),
             "dims": spec.resolved_dims(),
@@ -493,7 +522,7 @@ def prepare_save_dir(
     """
     settings = {
         "spec": asdict(spec),
-        "train": asdict(config),
+        "train": training_settings(config),
         "dataset": dataset,
         "n_train": int(len(split.x_train)),
         "data_sha256": hashlib.sha256(
@@ -527,6 +556,14 @@ def prepare_save_dir(
         partial.write_text(json.dumps(settings, indent=2))
         partial.replace(settings_file)  # atomic: other workers read all of it or nothing
     return backup_dir
+
+
+def training_settings(config: TrainConfig) -> dict:
+    """The training settings a saved run must match to be resumed: all of ``config`` but the
+    speed settings that do not change the results (``steps_per_execution``)."""
+    settings = asdict(config)
+    del settings["steps_per_execution"]
+    return settings
 
 
 def _changed_settings(saved: dict, current: dict, prefix: str = "") -> list[str]:

@@ -38,6 +38,7 @@ from .runner import (
     float_type,
     save_run,
     score_prediction,
+    training_settings,
 )
 from .zoo import BuiltModel, ModelSpec, Task, build_model
 
@@ -189,7 +190,7 @@ def prepare_streaming_save_dir(
     )
     settings = {
         "spec": asdict(spec),
-        "train": asdict(config),
+        "train": training_settings(config),
         "dataset": dataset,
         "n_train": train.num_rows,
         "streamed_shards": len(train.shards),
@@ -316,6 +317,7 @@ def run_streaming(
             "learning_rate": config.learning_rate,
             "dtype": config.dtype,
             "seed": config.seed,
+            "steps_per_execution": config.steps_per_execution,
             "replicas": 1,
             "layers": spec.resolved_layers(),
             "dims": spec.resolved_dims(),
