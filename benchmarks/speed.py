@@ -24,6 +24,7 @@ epoch times against one step per call:
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -229,29 +230,31 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     records = []
-    for dataset in args.datasets.split(","):
-        for dtype in args.dtypes.split(","):
-            for jit in args.jit.split(","):
-                for model in args.models.split(","):
-                    for steps_per_call in args.steps_per_execution.split(","):
-                        command = [
-                            sys.executable, __file__, "--one", "--dataset", dataset, "--model",
-                            model, "--dtype", dtype, "--jit", jit, "--steps", str(args.steps),
-                            "--batch-size", str(args.batch_size), "--predict-rows",
-                            str(args.predict_rows), "--synthetic-rows", str(args.synthetic_rows),
-                            "--steps-per-execution", steps_per_call,
-                        ]  # fmt: skip
-                        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-                        done = subprocess.run(command, capture_output=True, text=True, env=env)
-                        if done.returncode != 0:
-                            name = f"{dataset} {model} {dtype} jit={jit} spe={steps_per_call}"
-                            print(f"{name}: failed", file=sys.stderr)
-                            print(done.stderr[-2000:], file=sys.stderr)
-                            continue
-                        record = json.loads(done.stdout.strip().splitlines()[-1])
-                        records.append(record)
-                        print(json.dumps(record), flush=True)
-                        (out / "speed.json").write_text(json.dumps(records, indent=2))
+    configurations = itertools.product(
+        args.datasets.split(","),
+        args.dtypes.split(","),
+        args.jit.split(","),
+        args.models.split(","),
+        args.steps_per_execution.split(","),
+    )
+    for dataset, dtype, jit, model, steps_per_call in configurations:
+        command = [
+            sys.executable, __file__, "--one", "--dataset", dataset, "--model", model,
+            "--dtype", dtype, "--jit", jit, "--steps", str(args.steps),
+            "--batch-size", str(args.batch_size), "--predict-rows", str(args.predict_rows),
+            "--synthetic-rows", str(args.synthetic_rows), "--steps-per-execution", steps_per_call,
+        ]  # fmt: skip
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+        done = subprocess.run(command, capture_output=True, text=True, env=env)
+        if done.returncode != 0:
+            name = f"{dataset} {model} {dtype} jit={jit} steps/call={steps_per_call}"
+            print(f"{name}: failed", file=sys.stderr)
+            print(done.stderr[-2000:], file=sys.stderr)
+            continue
+        record = json.loads(done.stdout.strip().splitlines()[-1])
+        records.append(record)
+        print(json.dumps(record), flush=True)
+        (out / "speed.json").write_text(json.dumps(records, indent=2))
     report = table(records)
     extra = steps_per_call_table(records)
     if extra:

@@ -241,7 +241,6 @@ def _fit(args) -> int:
     from .distribute import is_chief, worker_name
     from .experiments.data import Standardizer, check_binary_targets, load_dataset, split_dataset
     from .experiments.runner import run, standardise_split
-    from .experiments.zoo import ModelSpec
 
     _check_output_paths(args.json, args.save)
     strategy = _fit_strategy(args.strategy)  # before TensorFlow runs any operation
@@ -261,16 +260,7 @@ def _fit(args) -> int:
     )
     scaler = Standardizer.fit(split.x_train, split.y_train, standardize_targets=not classification)
     split = standardise_split(split, scaler)
-    spec = ModelSpec(
-        model=args.model,
-        rule=args.rule if args.model == "avdgp" else None,
-        task=args.task,
-        num_layers=args.layers,
-        hidden_dims=args.hidden_dims,
-        num_inducing=args.inducing,
-        num_points=args.points,
-        seed=args.seed,
-    )
+    spec = _model_spec(args)
     spec.resolved_dims(), spec.resolved_inducing()  # validate before loading TF graphs
     config = _train_config(args)
     with _one_line_warnings():
@@ -298,6 +288,22 @@ def _fit(args) -> int:
 
 
 ENV_CPU_DEVICES = "AVDGP_CPU_DEVICES"
+
+
+def _model_spec(args):
+    """The :class:`~gpflux_avdgp.experiments.zoo.ModelSpec` of ``avdgp fit``."""
+    from .experiments.zoo import ModelSpec
+
+    return ModelSpec(
+        model=args.model,
+        rule=args.rule if args.model == "avdgp" else None,
+        task=args.task,
+        num_layers=args.layers,
+        hidden_dims=args.hidden_dims,
+        num_inducing=args.inducing,
+        num_points=args.points,
+        seed=args.seed,
+    )
 
 
 def _train_config(args):
@@ -377,7 +383,6 @@ def _fit_streaming(args) -> int:
 
     from .experiments.data import DataError
     from .experiments.streaming_runner import run_streaming
-    from .experiments.zoo import ModelSpec
     from .streaming import resolve_shards, scan_csv_shards
 
     _check_output_paths(args.json, args.save)
@@ -389,16 +394,7 @@ def _fit_streaming(args) -> int:
     if getattr(args, "strategy", "default") != "default":
         raise UsageError("avdgp fit: --strategy is not supported with streamed CSV shards")
     classification = args.task == "classification"
-    spec = ModelSpec(
-        model=args.model,
-        rule=args.rule if args.model == "avdgp" else None,
-        task=args.task,
-        num_layers=args.layers,
-        hidden_dims=args.hidden_dims,
-        num_inducing=args.inducing,
-        num_points=args.points,
-        seed=args.seed,
-    )
+    spec = _model_spec(args)
     spec.resolved_dims(), spec.resolved_inducing()  # validate before reading the shards
     config = _train_config(args)
     shards = resolve_shards(args.data)

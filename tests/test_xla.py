@@ -78,9 +78,10 @@ def _loss_and_gradients(built, x, y, jit: bool):
 
 #: Fast run: regression for every AVDGP rule and DSPP (the wrapped GPflux layers), classification
 #: for AR1; the other cases (about 5 to 10 s each) run in the slow suite.
-FAST_CASES = {("avdgp", "ar1", "regression"), ("avdgp", "ar2", "regression")}
-FAST_CASES |= {("avdgp", "ar2p", "regression"), ("avdgp", "ar2pp", "regression")}
-FAST_CASES |= {("dspp", None, "regression"), ("avdgp", "ar1", "classification")}
+FAST_CASES = {
+    *((model, rule, "regression") for model, rule in ZOO if model in ("avdgp", "dspp")),
+    ("avdgp", "ar1", "classification"),
+}
 CASES = [
     pytest.param(
         model, rule, task, marks=[] if (model, rule, task) in FAST_CASES else pytest.mark.slow
