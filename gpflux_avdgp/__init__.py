@@ -10,9 +10,10 @@ from ._quiet_tensorflow import import_tensorflow_quietly
 import_tensorflow_quietly()
 
 from . import kernels, metrics
+from .callbacks import ValidationNLL
 from .conditionals import amortized_conditional, amortized_kl
 from .covariances import pointwise_covariances
-from .inference import AffineInference, AmortizedParameters, MLPInference
+from .inference import AffineInference, AmortizedParameters, InducingInit, MLPInference
 from .layers import (
     AmortizedGPLayer,
     InferenceKind,
@@ -38,6 +39,7 @@ __all__ = [
     "AmortizedGPLayer",
     "AmortizedParameters",
     "GaussianMixture",
+    "InducingInit",
     "InferenceKind",
     "KLConvention",
     "MLPInference",
@@ -49,6 +51,7 @@ __all__ = [
     "ShardStatistics",
     "SigmaPointGPLayer",
     "TrainableLikelihood",
+    "ValidationNLL",
     "amortized_conditional",
     "amortized_kl",
     "build_avdgp",

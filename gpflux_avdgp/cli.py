@@ -111,6 +111,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--total-inducing", type=_positive_int, help="|M| summed over layers (default 32)"
     )
     demo.add_argument("--seed", type=int, default=0, help="data and model seed (default 0)")
+    demo.add_argument(
+        "--preset",
+        choices=("default", "paper"),
+        default="default",
+        help="'default': the package's defaults; 'paper': the paper's settings (inducing points "
+        "start as noisy copies of the input, constant learning rate)",
+    )
     demo.add_argument("--quiet", action="store_true", help="no progress output")
 
     fit = commands.add_parser(
@@ -134,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--points", type=_positive_int, default=32, help="S, sigma points (32)")
     fit.add_argument("--epochs", type=_positive_int, default=100)
     fit.add_argument("--batch-size", type=_positive_int, default=100)
-    fit.add_argument("--learning-rate", type=_positive_float, default=0.005)
+    _add_preset_arguments(fit)
     fit.add_argument(
         "--steps-per-execution",
         type=_positive_int,
@@ -182,6 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--seeds", type=_int_list, default=[0, 1, 2, 3, 4])
     bench.add_argument("--epochs", type=_positive_int, default=100)
+    _add_preset_arguments(bench)
     bench.add_argument("--dtype", choices=("float64", "float32"), default="float64")
     bench.add_argument("--max-rows", type=_positive_int, help="subsample larger data sets")
     bench.add_argument("--data-root", help="folder of UCI data sets (../shared/data/uci)")
@@ -217,6 +225,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_preset_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--preset`` and the optimisation settings it sets, each overridable."""
+    parser.add_argument(
+        "--preset",
+        choices=("default", "paper"),
+        default="default",
+        help="'default': the package's defaults (inducing points start global, cosine "
+        "learning-rate decay, weights of the epoch with the best validation NLL); 'paper': "
+        "the AVDGP paper's exact settings (docs/experiments/learning.md lists the differences)",
+    )
+    parser.add_argument(
+        "--learning-rate", type=_positive_float, help="Adam's (initial) step size (0.005)"
+    )
+    parser.add_argument(
+        "--schedule",
+        choices=("constant", "cosine"),
+        help="learning-rate schedule (default: cosine; paper: constant)",
+    )
+    parser.add_argument(
+        "--restore-best",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="end with the weights of the epoch of lowest validation NLL (default: yes; "
+        "paper: no); needs validation rows",
+    )
+
+
 def _stream(args) -> Optional[object]:
     return None if args.quiet else sys.stderr
 
@@ -230,6 +265,7 @@ def _demo(args) -> int:
         num_points=args.num_points,
         total_inducing=args.total_inducing,
         seed=args.seed,
+        preset=args.preset,
     )
     run_demo(settings, args.out, stream=_stream(args))
     return 0
@@ -303,6 +339,7 @@ def _model_spec(args):
         num_inducing=args.inducing,
         num_points=args.points,
         seed=args.seed,
+        preset=args.preset,
     )
 
 
@@ -310,10 +347,13 @@ def _train_config(args):
     """The :class:`~gpflux_avdgp.experiments.runner.TrainConfig` of ``avdgp fit``."""
     from .experiments.runner import TrainConfig
 
-    return TrainConfig(
+    return TrainConfig.from_preset(
+        args.preset,
         epochs=args.epochs,
         batch_size=args.batch_size,
         learning_rate=args.learning_rate,
+        schedule=args.schedule,
+        restore_best=args.restore_best,
         seed=args.seed,
         dtype=args.dtype,
         steps_per_execution=args.steps_per_execution,
@@ -393,10 +433,15 @@ def _fit_streaming(args) -> int:
         )
     if getattr(args, "strategy", "default") != "default":
         raise UsageError("avdgp fit: --strategy is not supported with streamed CSV shards")
+    if args.restore_best:
+        raise UsageError(
+            "avdgp fit: --restore-best needs a validation split, which streamed CSV shards do "
+            "not have; leave it out (the last epoch's weights are kept)"
+        )
     classification = args.task == "classification"
     spec = _model_spec(args)
     spec.resolved_dims(), spec.resolved_inducing()  # validate before reading the shards
-    config = _train_config(args)
+    config = dataclasses.replace(_train_config(args), restore_best=False)
     shards = resolve_shards(args.data)
     if args.test_data is not None:
         train_shards, test_shards = shards, resolve_shards(args.test_data)
@@ -514,6 +559,16 @@ def _bench(args) -> int:
         dtype=args.dtype,
         data_root=args.data_root,
         max_rows=args.max_rows,
+        preset=args.preset,
+        training={
+            key: value
+            for key, value in (
+                ("learning_rate", args.learning_rate),
+                ("schedule", args.schedule),
+                ("restore_best", args.restore_best),
+            )
+            if value is not None
+        },
     )
     tables = run_bench(settings, args.out, stream=_stream(args))
     print(tables.read_text())

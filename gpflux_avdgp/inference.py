@@ -11,15 +11,16 @@ Both return an :class:`AmortizedParameters` with ``inducing`` ``[N, M, D]``, ``q
 
 from __future__ import annotations
 
+import enum
 from typing import NamedTuple, Optional
 
 import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from .validation import check_nonnegative_int, check_positive_int
+from .validation import check_choice, check_nonnegative_int, check_positive_int
 
-__all__ = ["AmortizedParameters", "AffineInference", "MLPInference", "build_mlp"]
+__all__ = ["AmortizedParameters", "AffineInference", "InducingInit", "MLPInference", "build_mlp"]
 
 _LEAKY_SLOPE = 0.2
 #: softplus^{-1}(1): the scale network's bias starts the scales at one.
@@ -168,22 +169,55 @@ class _InferenceBase(tf_keras.layers.Layer):
         return config
 
 
+class InducingInit(str, enum.Enum):
+    """Where the affine inducing points ``Z[n, m] = W_m h_n + b_m`` start.
+
+    * ``"global"``: ``W_m = 0``, so every datapoint starts with the same ``M`` points ``b_m``
+      (like a sparse GP's global inducing points) and the kernel makes the layer
+      input-dependent from the first step; ``W_m`` then learns how the points follow the input.
+    * ``"input"`` (the paper): ``W_m = I``, noisy copies ``h_n + b_m`` of the input. With a
+      stationary kernel ``K_uu`` and ``k(h_n, Z_n)`` then do not depend on ``h_n`` at the start,
+      and the layer's mean is the output of the ``q(u)`` network alone until ``W_m`` moves
+      away from ``I``; training is much slower (``docs/experiments/learning.md``).
+    """
+
+    GLOBAL = "global"
+    INPUT = "input"
+
+
 @tf_keras.utils.register_keras_serializable(package="gpflux_avdgp")
 class AffineInference(_InferenceBase):
     """The paper's inference function: affine maps for ``Z``, MLPs ``g`` and ``h`` for q(u).
 
-    ``Z[n, m] = W_m h_n + b_m`` with ``W_m`` ``[D, D]`` initialised to the identity and
-    ``b_m`` uniform in ``+-1/sqrt(D)``, so the initial inducing points are noisy copies of the
-    input. ``g`` and ``h`` have ``hidden_layers`` hidden layers of width
-    ``min(D, output size)`` and LeakyReLU(0.2); their outputs start equal across the ``M``
-    inducing points, with scales starting at one.
+    ``Z[n, m] = W_m h_n + b_m`` with ``W_m`` ``[D, D]`` and ``b_m`` ``[D]``; ``b_m`` starts
+    uniform in ``+-1/sqrt(D)`` and ``W_m`` at zero (``inducing_init="global"``, the default)
+    or at the identity (``"input"``, the paper), see :class:`InducingInit`. ``g`` and ``h``
+    have ``hidden_layers`` hidden layers of width ``min(D, output size)`` and LeakyReLU(0.2);
+    their outputs start equal across the ``M`` inducing points, with scales starting at one.
 
     :param num_inducing: ``M``, inducing points per datapoint.
     :param output_dim: ``Q``, outputs of the GP layer.
     :param full_rank: full-rank Cholesky ``q_sqrt`` instead of mean-field.
     :param hidden_layers: hidden layers of each MLP (the paper: 2).
+    :param inducing_init: ``"global"`` (default) or ``"input"`` (the paper).
     :param seed: seed for the initialisers.
     """
+
+    def __init__(
+        self,
+        num_inducing: int,
+        output_dim: int,
+        *,
+        inducing_init: str | InducingInit = InducingInit.GLOBAL,
+        **kwargs,
+    ):
+        super().__init__(num_inducing, output_dim, **kwargs)
+        self.inducing_init = check_choice("inducing_init", inducing_init, InducingInit)
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config.update(inducing_init=self.inducing_init.value)
+        return config
 
     def build(self, input_shape: tf.TensorShape) -> None:
         dim = int(input_shape[-1])
@@ -192,7 +226,9 @@ class AffineInference(_InferenceBase):
         self.affine_weights = self.add_weight(
             name="affine_weights",
             shape=(m, dim, dim),
-            initializer=tf_keras.initializers.Constant(np.tile(np.eye(dim), (m, 1, 1)).tolist()),
+            initializer=tf_keras.initializers.Constant(
+                np.tile(np.eye(dim) * (self.inducing_init is InducingInit.INPUT), (m, 1, 1)).tolist()
+            ),
         )  # W_m, [M, D, D]
         bound = 1.0 / np.sqrt(dim)
         self.affine_biases = self.add_weight(

@@ -9,6 +9,7 @@ import numpy as np
 from gpflow.keras import tf_keras
 
 from .layers import AmortizedGPLayer, TrainableLikelihood
+from .presets import layer_options
 from .validation import check_positive_int
 
 __all__ = ["build_avdgp"]
@@ -23,6 +24,7 @@ def build_avdgp(
     *,
     rule: str = "ar2p",
     num_points: Optional[int] = None,
+    preset: str = "default",
     **layer_kwargs,
 ) -> tf_keras.Sequential:
     """An ``Input`` then one :class:`AmortizedGPLayer` per entry of ``units``, then a
@@ -36,6 +38,9 @@ def build_avdgp(
     :param rule: ``"ar1"``, ``"ar2"``, ``"ar2p"`` (default) or ``"ar2pp"`` (AR2P layers; train
         with ``AVDGPLoss(likelihood, objective="predictive")``).
     :param num_points: ``S`` (default 32, AR1: 1 for training).
+    :param preset: ``"default"`` or ``"paper"``: layer options from
+        :func:`gpflux_avdgp.presets.layer_options` (the paper: inducing points start as noisy
+        copies of the input, ``inducing_init="input"``); ``layer_kwargs`` override them.
     :param layer_kwargs: passed to every :class:`AmortizedGPLayer` (e.g. ``whiten``,
         ``full_rank``, ``kernel``, ``mean_function``, ``kl_convention``, ``seed``).
     """
@@ -53,6 +58,7 @@ def build_avdgp(
             f"num_inducing: expected {len(units)} values (one per layer), got {len(num_inducing)}"
         )
     layer_rule = "ar2p" if rule == "ar2pp" else rule
+    layer_kwargs = {**layer_options(preset), **layer_kwargs}
     seed = layer_kwargs.pop("seed", None)
     layers: list[tf_keras.layers.Layer] = [
         tf_keras.Input((input_dim,), dtype=gpflow.default_float())

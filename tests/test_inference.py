@@ -38,8 +38,12 @@ def _affine_reference(layer: AffineInference, h: np.ndarray):
     )
 
 
-def _build(cls, rng, *, full_rank: bool, hidden_layers: int = 2, dim: int = D, m=M, q=Q):
-    layer = cls(m, q, full_rank=full_rank, hidden_layers=hidden_layers, seed=7, dtype=tf.float64)
+def _build(
+    cls, rng, *, full_rank: bool, hidden_layers: int = 2, dim: int = D, m=M, q=Q, **options
+):
+    layer = cls(
+        m, q, full_rank=full_rank, hidden_layers=hidden_layers, seed=7, dtype=tf.float64, **options
+    )
     h = rng.normal(size=(N, dim))
     layer(tf.constant(h))
     return layer, h
@@ -73,16 +77,23 @@ def test_affine_inference_matches_numpy_forward_pass(rng, full_rank, hidden_laye
         assert actual.q_sqrt.shape == (N, Q, M)
 
 
+@pytest.mark.parametrize("inducing_init", [None, "global", "input"])
 @pytest.mark.parametrize("full_rank", [False, True], ids=["diag", "full"])
-def test_affine_inference_initialisation(rng, full_rank):
-    """``W_m = I``; ``q_mu`` and the scales start equal across the ``M`` inducing points."""
-    layer, h = _build(AffineInference, rng, full_rank=full_rank)
-    np.testing.assert_array_equal(layer.affine_weights.numpy(), np.tile(np.eye(D), (M, 1, 1)))
+def test_affine_inference_initialisation(rng, full_rank, inducing_init):
+    """``W_m = 0`` (global, the default) or ``I`` (input, the paper); ``q_mu`` and the scales
+    start equal across the ``M`` inducing points."""
+    options = {} if inducing_init is None else {"inducing_init": inducing_init}
+    layer, h = _build(AffineInference, rng, full_rank=full_rank, **options)
+    identity = inducing_init == "input"
+    np.testing.assert_array_equal(
+        layer.affine_weights.numpy(), np.tile(np.eye(D) * identity, (M, 1, 1))
+    )
     biases = layer.affine_biases.numpy()
     assert np.all(np.abs(biases) <= 1.0 / np.sqrt(D)) and np.unique(biases).size == M * D
 
     inducing, q_mu, q_sqrt = (t.numpy() for t in layer(tf.constant(h)))
-    np.testing.assert_allclose(inducing, h[:, None, :] + biases[None], rtol=RTOL, atol=ATOL)
+    expected_inducing = h[:, None, :] * identity + biases[None]  # [N, M, D]
+    np.testing.assert_allclose(inducing, expected_inducing, rtol=RTOL, atol=ATOL)
     for m in range(1, M):
         np.testing.assert_allclose(q_mu[:, m], q_mu[:, 0], rtol=RTOL, atol=ATOL)
     diag = np.diagonal(q_sqrt, axis1=-2, axis2=-1) if full_rank else q_sqrt  # [N, Q, M]

@@ -51,7 +51,11 @@ COLUMNS = (
     "train_seconds_per_epoch",
     "first_epoch_seconds",
     "predict_seconds",
+    "preset",
+    "best_epoch",
 )
+#: ``preset`` of rows written before the column existed: they ran the paper's settings.
+LEGACY_PRESET = "paper"
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,10 @@ class BenchSettings:
     :param dtype: ``"float64"`` or ``"float32"``.
     :param data_root: folder of UCI data sets (default ``$AVDGP_DATA_ROOT`` or
         ``../shared/data/uci``).
+    :param preset: ``"default"`` or ``"paper"`` (:mod:`gpflux_avdgp.presets`); rows record it
+        and tables show models of another preset as ``model/preset``.
+    :param training: :class:`~gpflux_avdgp.experiments.runner.TrainConfig` settings on top of
+        the preset's (e.g. ``{"learning_rate": 0.01}``).
     """
 
     datasets: Sequence[str] = ("elevators",)
@@ -76,6 +84,8 @@ class BenchSettings:
     data_root: Optional[str] = None
     max_rows: Optional[int] = None
     extra: dict = field(default_factory=dict)
+    preset: str = "default"
+    training: dict = field(default_factory=dict)
 
 
 def _load(name: str, root: Optional[str], max_rows: Optional[int]) -> Dataset:
@@ -104,14 +114,20 @@ def read_results(path: Path) -> list[dict]:
         for row in csv.DictReader(handle):
             parsed = {}
             for key, value in row.items():
-                if key in ("dataset", "model", "status"):
+                if key in ("dataset", "model", "status", "preset"):
                     parsed[key] = value
                 elif value == "":
                     parsed[key] = None
                 else:
                     parsed[key] = float(value)
+            parsed["preset"] = parsed.get("preset") or LEGACY_PRESET
             rows.append(parsed)
     return rows
+
+
+def display_model(model: str, preset: str) -> str:
+    """The table name of ``model`` run with ``preset``: ``avdgp-ar2p`` or ``avdgp-ar2p/paper``."""
+    return model if preset == "default" else f"{model}/{preset}"
 
 
 def _append(path: Path, row: dict) -> None:
@@ -123,9 +139,11 @@ def _append(path: Path, row: dict) -> None:
         writer.writerow({key: row.get(key, "") for key in COLUMNS})
 
 
-def _row(record: dict, dataset: str, model: str, seed: int, epochs: int) -> dict:
+def _row(record: dict, dataset: str, model: str, seed: int, epochs: int, preset: str) -> dict:
     test, original = record["test"], record["test_original_units"] or {}
     return {
+        "preset": preset,
+        "best_epoch": record.get("best_epoch"),
         "dataset": dataset,
         "model": model,
         "seed": seed,
@@ -157,7 +175,7 @@ def run_bench(
     seeds = list(dict.fromkeys(settings.seeds))
     names = list(dict.fromkeys(settings.datasets))
     done = {
-        (row["dataset"], row["model"], int(row["seed"]), int(row["epochs"]))
+        (row["dataset"], row["model"], int(row["seed"]), int(row["epochs"]), row["preset"])
         for row in read_results(results_path)
     }
 
@@ -176,15 +194,22 @@ def run_bench(
             split = standardise_split(split, scaler)
             for label in labels:
                 count += 1
-                key = (dataset.name, label, seed, settings.epochs)
+                key = (dataset.name, label, seed, settings.epochs, settings.preset)
                 if key in done:
                     say(f"[{count}/{total}] {dataset.name} {label} seed {seed}: done, skipped")
                     continue
                 say(f"[{count}/{total}] {dataset.name} {label} seed {seed}")
                 kind, rule = parse_model_name(label)
-                spec = ModelSpec(model=kind.value, rule=rule, seed=seed, **settings.extra)
-                config = TrainConfig(
-                    epochs=settings.epochs, batch_size=batch_size, seed=seed, dtype=settings.dtype
+                spec = ModelSpec(
+                    model=kind.value, rule=rule, seed=seed, preset=settings.preset, **settings.extra
+                )
+                config = TrainConfig.from_preset(
+                    settings.preset,
+                    epochs=settings.epochs,
+                    batch_size=batch_size,
+                    seed=seed,
+                    dtype=settings.dtype,
+                    **settings.training,
                 )
                 try:
                     record = run(
@@ -195,7 +220,7 @@ def run_bench(
                         standardizer=scaler,
                         stream=stream,
                     )
-                    row = _row(record, dataset.name, label, seed, settings.epochs)
+                    row = _row(record, dataset.name, label, seed, settings.epochs, settings.preset)
                 except (TrainingDiverged, tf.errors.InvalidArgumentError) as error:
                     message = str(error).strip().splitlines()[0][:200]
                     say(f"  failed: {message}")
@@ -204,6 +229,7 @@ def run_bench(
                         "model": label,
                         "seed": seed,
                         "epochs": settings.epochs,
+                        "preset": settings.preset,
                         "status": f"failed: {message}",
                     }
                 _append(results_path, row)
@@ -213,7 +239,8 @@ def run_bench(
                         f"  NLL {row['nll']:.3f} RMSE {row['rmse']:.3f} CRPS {row['crps']:.3f} "
                         f"{row['train_seconds_per_epoch']:.2f} s/epoch"
                     )
-    return summarise(results_path, out, models=labels, datasets=None)
+    shown = [display_model(label, settings.preset) for label in labels]
+    return summarise(results_path, out, models=shown, datasets=None)
 
 
 def _per_seed_scores(values: dict, datasets, models, metric: str) -> dict:
@@ -252,7 +279,10 @@ def summarise(
     datasets: Optional[Sequence[str]] = None,
 ) -> Path:
     """Write ``tables.md`` and ``<metric>.png`` from ``results.csv``; returns the tables path."""
-    rows = _longest_runs([row for row in read_results(results_path) if row["status"] == "ok"])
+    rows = [row for row in read_results(results_path) if row["status"] == "ok"]
+    for row in rows:
+        row["model"] = display_model(row["model"], row["preset"])
+    rows = _longest_runs(rows)
     if not rows:
         raise DataError(f"{results_path}: no finished runs to summarise")
     models = list(models or dict.fromkeys(row["model"] for row in rows))

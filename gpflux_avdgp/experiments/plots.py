@@ -10,6 +10,7 @@ import numpy as np
 __all__ = [
     "plot_benchmark_metric",
     "plot_inducing_points",
+    "plot_learning_curves",
     "plot_predictive_probability",
     "plot_toy_data",
 ]
@@ -55,6 +56,35 @@ def plot_predictive_probability(
         ax.contour(grid_axis, grid_axis, grid, levels=[0.5], colors="k", linewidths=1.0)
         ax.set(aspect="equal", xlabel="$x_1$", ylabel="$x_2$", title=title)
     fig.colorbar(image, ax=list(axes), shrink=0.8, label="p(y = 1 | x)")
+    fig.savefig(path)
+    return path
+
+
+def plot_learning_curves(
+    curves: Mapping[str, Sequence[tuple[float, float]]],
+    path: Path,
+    *,
+    xlabel: str = "optimisation steps",
+    ylabel: str = "test error rate (%)",
+    references: Mapping[str, float] | None = None,
+) -> Path:
+    """One line per model of ``(x, y)`` points, e.g. test error against steps.
+
+    :param curves: model title -> ``[(x, y), ...]``.
+    :param references: label -> horizontal reference value (e.g. the paper's results), drawn
+        dashed.
+    """
+    fig = _figure(6, 4)
+    ax = fig.add_subplot()
+    for index, (title, points) in enumerate(curves.items()):
+        xs, ys = zip(*points) if points else ((), ())
+        ax.plot(xs, ys, marker="o", markersize=3, color=f"C{index}", label=title)
+    for index, (label, value) in enumerate((references or {}).items()):
+        ax.axhline(value, linestyle="--", linewidth=1, color=f"C{index}", label=label)
+    ax.set(xlabel=xlabel, ylabel=ylabel)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
     fig.savefig(path)
     return path
 

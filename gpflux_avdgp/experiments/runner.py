@@ -27,6 +27,7 @@ from gpflow.keras import tf_keras
 
 from .. import metrics
 from ..batching import epoch_shuffled_batches
+from ..callbacks import ValidationNLL
 from ..distribute import (
     UnevenBatchesWarning,
     barrier,
@@ -37,6 +38,7 @@ from ..distribute import (
 )
 from ..layers.base import NON_FINITE_MESSAGE
 from ..prediction import PredictiveMixture, predict_mixture
+from ..presets import training_options
 from ..validation import check_choice, check_positive_int
 from .data import Split, Standardizer
 from .zoo import BuiltModel, ModelSpec, Task, build_model
@@ -58,6 +60,10 @@ FLOAT_TYPES = {"float32": np.float32, "float64": np.float64}
 JITTER = {"float32": 1e-5, "float64": 1e-6}
 
 
+#: Learning-rate schedules of :class:`TrainConfig`.
+SCHEDULES = ("constant", "cosine")
+
+
 class TrainingDiverged(RuntimeError):
     """The training loss became NaN or infinite."""
 
@@ -76,6 +82,16 @@ class TrainConfig:
         per-call work (callbacks, iterator, loop) over them, with the same results up to
         floating-point rounding. A speed setting only: it is not part of a saved run's
         settings, so a run may resume with another value.
+    :param schedule: ``"constant"`` (the paper) or ``"cosine"``: the learning rate follows a
+        half cosine from ``learning_rate`` down to ``final_learning_fraction`` of it over all
+        ``epochs`` (a ``tf_keras`` ``CosineDecay`` of the optimizer's step counter, so a resumed
+        run continues on the same curve). It damps the late-training noise of the minibatch
+        gradients (``docs/experiments/learning.md``).
+    :param final_learning_fraction: the cosine schedule's last rate over its first, in [0, 1].
+    :param restore_best: score the validation split's predictive NLL after every epoch
+        (:class:`~gpflux_avdgp.ValidationNLL`) and end with the weights of the best epoch
+        (Keras' ``EarlyStopping(restore_best_weights=True)``, never stopping early); needs a
+        validation split. The record holds ``best_epoch`` and the validation curve.
     """
 
     epochs: int = 100
@@ -84,6 +100,9 @@ class TrainConfig:
     seed: int = 0
     dtype: str = "float64"
     steps_per_execution: int = 1
+    schedule: str = "constant"
+    final_learning_fraction: float = 0.1
+    restore_best: bool = False
 
     def __post_init__(self) -> None:
         check_positive_int("epochs", self.epochs)
@@ -93,6 +112,31 @@ class TrainConfig:
             raise ValueError(f"learning_rate: expected a positive number, got {self.learning_rate}")
         if self.dtype not in FLOAT_TYPES:
             raise ValueError(f"dtype: expected one of {sorted(FLOAT_TYPES)}, got {self.dtype!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule: expected one of {list(SCHEDULES)}, got {self.schedule!r}")
+        if not isinstance(self.restore_best, bool):
+            raise ValueError(f"restore_best: expected a bool, got {self.restore_best!r}")
+        fraction = self.final_learning_fraction
+        if not (isinstance(fraction, (int, float)) and 0.0 <= fraction <= 1.0):
+            raise ValueError(f"final_learning_fraction: expected a number in [0, 1], got {fraction}")
+
+    @classmethod
+    def from_preset(cls, preset: str = "default", **settings) -> "TrainConfig":
+        """The settings of ``preset`` (:func:`gpflux_avdgp.presets.training_options`) with
+        ``settings`` on top; ``None`` values are ignored."""
+        options = training_options(preset)
+        options.update({key: value for key, value in settings.items() if value is not None})
+        return cls(**options)
+
+    def learning_rate_for(self, steps_per_epoch: int):
+        """Adam's learning rate: the number, or the schedule over ``epochs * steps_per_epoch``."""
+        if self.schedule == "constant":
+            return self.learning_rate
+        return tf_keras.optimizers.schedules.CosineDecay(
+            self.learning_rate,
+            decay_steps=max(1, self.epochs * check_positive_int("steps_per_epoch", steps_per_epoch)),
+            alpha=self.final_learning_fraction,
+        )
 
 
 @contextlib.contextmanager
@@ -196,7 +240,7 @@ def fit_model(
     if strategy is not None:
         _check_distributed_fit(model, strategy, len(inputs), config.batch_size)
     with scope:
-        optimizer = _compile_with_adam(built, config)
+        optimizer = _compile_with_adam(built, config, math.ceil(len(inputs) / config.batch_size))
     data = epoch_shuffled_batches(
         inputs,
         targets,
@@ -233,9 +277,21 @@ def fit_model_on_dataset(
     :raises TrainingDiverged: as :func:`fit_model`.
     :returns: the progress callback, holding per-epoch seconds and losses.
     """
-    optimizer = _compile_with_adam(built, config)
-    if callable(data) and not isinstance(data, tf.data.Dataset):
-        data = data(optimizer.iterations)
+    make_data = data if callable(data) and not isinstance(data, tf.data.Dataset) else None
+    steps_per_epoch = None
+    if config.schedule != "constant":
+        # the pipeline's length does not depend on the counter: a throwaway one tells it
+        probe = data if make_data is None else make_data(tf.Variable(0, dtype=tf.int64))
+        steps_per_epoch = int(probe.cardinality()) if isinstance(probe, tf.data.Dataset) else -1
+        if steps_per_epoch < 1:
+            raise ValueError(
+                f"schedule={config.schedule!r} needs a dataset of known length (the schedule "
+                "spans all epochs); use data.apply(tf.data.experimental.assert_cardinality("
+                "batches_per_epoch)) or schedule='constant'"
+            )
+    optimizer = _compile_with_adam(built, config, steps_per_epoch)
+    if make_data is not None:
+        data = make_data(optimizer.iterations)
     if not isinstance(data, tf.data.Dataset):
         raise ValueError(f"data: expected a tf.data.Dataset of (x, y) batches, got {data!r}")
     if config.steps_per_execution > 1 and data.cardinality() == tf.data.UNKNOWN_CARDINALITY:
@@ -247,10 +303,16 @@ def fit_model_on_dataset(
     return _fit_reporting_divergence(built, data, config, progress, callbacks, backup_dir)
 
 
-def _compile_with_adam(built: BuiltModel, config: TrainConfig) -> tf_keras.optimizers.Optimizer:
+def _compile_with_adam(
+    built: BuiltModel, config: TrainConfig, steps_per_epoch: Optional[int]
+) -> tf_keras.optimizers.Optimizer:
     """Compile ``built.model`` with Adam, its loss and ``config.steps_per_execution``; the
-    optimizer's slots are made up front, so the train function is traced once."""
-    optimizer = tf_keras.optimizers.Adam(config.learning_rate)
+    optimizer's slots are made up front, so the train function is traced once. The learning
+    rate is ``config``'s schedule over ``steps_per_epoch`` (a plain number when unknown)."""
+    rate = config.learning_rate if steps_per_epoch is None else config.learning_rate_for(
+        steps_per_epoch
+    )
+    optimizer = tf_keras.optimizers.Adam(rate)
     optimizer.build(built.model.trainable_variables)
     built.model.compile(
         optimizer=optimizer, loss=built.loss, steps_per_execution=config.steps_per_execution
@@ -432,12 +494,14 @@ def run(
                 spec, split.x_train.shape[1], len(split.x_train), inputs=split.x_train
             )
         progress = EpochProgress(spec.label, stream=stream)
+        selection = _best_epoch_callbacks(built, split, config)
         fit_model(
             built,
             split.x_train,
             split.y_train,
             config,
             progress=progress,
+            callbacks=selection,
             backup_dir=backup_dir,
             strategy=strategy,
         )
@@ -456,6 +520,11 @@ def run(
             )
             val, _ = score_prediction(val_prediction, split.y_val, task, standardizer)
         steady = progress.seconds[1:] or progress.seconds
+        best_epoch, val_curve = None, None
+        if selection:
+            scorer, stopper = selection
+            best_epoch = int(stopper.best_epoch) + 1
+            val_curve = [[epoch + 1, round(value, 6)] for epoch, value in scorer.history]
         record = {
             "model": spec.kind.value,
             "label": spec.label,
@@ -480,6 +549,10 @@ def run(
             "dtype": config.dtype,
             "seed": config.seed,
             "steps_per_execution": config.steps_per_execution,
+            "schedule": config.schedule,
+            "restore_best": config.restore_best,
+            "best_epoch": best_epoch,
+            "val_nll_curve": val_curve,
             "replicas": 1 if strategy is None else int(strategy.num_replicas_in_sync),
             "layers": spec.resolved_layers(),
             "dims": spec.resolved_dims(),
@@ -493,6 +566,25 @@ def run(
             with worker_save_dir(Path(save_dir), strategy) as directory:
                 save_run(built, record, standardizer, directory)
     return record
+
+
+def _best_epoch_callbacks(built: BuiltModel, split: Split, config: TrainConfig) -> tuple:
+    """``(ValidationNLL, EarlyStopping)`` that end training with the weights of the epoch of
+    lowest validation NLL (never stopping early), or ``()`` without ``config.restore_best``.
+
+    :raises ValueError: with ``restore_best`` and an empty validation split.
+    """
+    if not config.restore_best:
+        return ()
+    if not len(split.x_val):
+        raise ValueError(
+            "restore_best: selecting the best epoch needs validation rows, the split has none"
+        )
+    scorer = ValidationNLL(split.x_val, split.y_val, likelihood=built.likelihood)
+    stopper = tf_keras.callbacks.EarlyStopping(
+        monitor=scorer.name, mode="min", patience=config.epochs, restore_best_weights=True
+    )
+    return (scorer, stopper)
 
 
 SETTINGS_FILE = "settings.json"

@@ -33,6 +33,7 @@ from gpflow.keras import tf_keras
 
 from ..layers import AmortizedGPLayer, SigmaPointGPLayer, TrainableLikelihood
 from ..objectives import AVDGPLoss
+from ..presets import layer_options
 from ..validation import check_choice, check_positive_int
 
 __all__ = [
@@ -111,6 +112,8 @@ class ModelSpec:
         default from :data:`DEFAULT_INDUCING`.
     :param num_points: ``S``, sigma points or test-time samples (paper: 32).
     :param seed: seeds initialisers, sigma points and Monte Carlo draws.
+    :param preset: ``"default"`` or ``"paper"``: the layer options of
+        :func:`gpflux_avdgp.presets.layer_options` (amortized models; ``extra`` overrides them).
     """
 
     model: str = "avdgp"
@@ -122,6 +125,7 @@ class ModelSpec:
     num_points: int = 32
     seed: int = 0
     extra: dict = field(default_factory=dict)
+    preset: str = "default"
 
     @property
     def kind(self) -> ModelKind:
@@ -283,6 +287,10 @@ def _amortized_layers(
     kind = spec.kind
     shallow = kind in SHALLOW
     rule = "ar2p" if spec.rule in (None, "ar2pp") else spec.rule
+    options = layer_options(spec.preset)
+    if kind is ModelKind.IDSGP:
+        options.pop("inducing_init")  # IDSGP's single MLP has no affine maps
+    options.update(spec.extra)
     layers = []
     for index, (width, count) in enumerate(zip(dims, inducing)):
         layers.append(
@@ -296,7 +304,7 @@ def _amortized_layers(
                 **_point_counts(rule, index, spec.num_points),
                 seed=spec.seed + index,
                 name=f"gp_layer_{index + 1}",
-                **spec.extra,
+                **options,
             )
         )
     return layers
@@ -316,6 +324,7 @@ def build_model(
     """
     kind = spec.kind
     task = check_choice("task", spec.task, Task)
+    layer_options(spec.preset)  # validates the name for every model
     if kind is ModelKind.AVDGP and spec.rule not in RULES:
         raise ValueError(f"rule: expected one of {list(RULES)}, got {spec.rule!r}")
     input_dim = check_positive_int("input_dim", input_dim)

@@ -12,7 +12,7 @@ from gpflow.keras import tf_keras
 from ..cholesky import jittered_cholesky
 from ..conditionals import amortized_conditional, amortized_kl
 from ..covariances import pointwise_covariances
-from ..inference import AffineInference, MLPInference
+from ..inference import AffineInference, InducingInit, MLPInference
 from ..kernels import (
     KERNELS,
     KernelArg,
@@ -69,6 +69,9 @@ class AmortizedGPLayer(MixtureLayer):
     :param mean_function: ``None``/``"zero"`` (default), ``"linear"`` (learned ``F A + b``) or
         a GPflow mean function.
     :param inference: ``"affine"`` (default, the paper) or ``"mlp"`` (IDSGP).
+    :param inducing_init: where the affine inducing points start: ``"global"`` (default,
+        ``W_m = 0``: shared points ``b_m``) or ``"input"`` (the paper, ``W_m = I``: noisy copies
+        of the input), see :class:`~gpflux_avdgp.inference.InducingInit`. Affine inference only.
     :param full_rank: full-rank Cholesky ``q(u)`` instead of mean-field.
     :param whiten: whitened parameterisation ``u = m(Z) + L v``; default ``False`` (paper).
     :param hidden_layers: hidden layers of the inference MLPs (paper: 2).
@@ -89,6 +92,7 @@ class AmortizedGPLayer(MixtureLayer):
         ard: bool = False,
         mean_function: MeanFunctionArg = None,
         inference: str | InferenceKind = InferenceKind.AFFINE,
+        inducing_init: str | InducingInit = InducingInit.GLOBAL,
         full_rank: bool = False,
         whiten: bool = False,
         hidden_layers: int = 2,
@@ -126,18 +130,19 @@ class AmortizedGPLayer(MixtureLayer):
         if not isinstance(mean_function, gpflow.mean_functions.MeanFunction):
             make_mean_function(mean_function, 1, 1)  # validates the name now
         self._mean_function_arg = mean_function
-        inference_cls = (
-            AffineInference if self.inference_kind is InferenceKind.AFFINE else MLPInference
-        )
-        self.inference = inference_cls(
-            self.num_inducing,
-            self.units,
+        self.inducing_init = check_choice("inducing_init", inducing_init, InducingInit)
+        options = dict(
             full_rank=full_rank,
             hidden_layers=self.hidden_layers,
             seed=seed,
             dtype=self.dtype,
             name="inference",
         )
+        if self.inference_kind is InferenceKind.AFFINE:
+            options["inducing_init"] = self.inducing_init
+            self.inference = AffineInference(self.num_inducing, self.units, **options)
+        else:
+            self.inference = MLPInference(self.num_inducing, self.units, **options)
 
     def build(self, input_shape: tf.TensorShape) -> None:
         super().build(input_shape)
@@ -211,6 +216,7 @@ class AmortizedGPLayer(MixtureLayer):
             ard=ard,
             mean_function=mean_function_spec(self._mean_function_arg),
             inference=self.inference_kind.value,
+            inducing_init=self.inducing_init.value,
             full_rank=self.full_rank,
             whiten=self.whiten,
             hidden_layers=self.hidden_layers,

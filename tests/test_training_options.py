@@ -1,0 +1,147 @@
+"""Training options chosen from the learning-curve study: where the affine inducing points
+start, the cosine learning-rate schedule, and best-epoch selection on validation NLL."""
+
+from __future__ import annotations
+
+import math
+
+import gpflow
+import numpy as np
+import pytest
+import tensorflow as tf
+from gpflow.keras import tf_keras
+
+from gpflux_avdgp import AVDGPLoss, AmortizedGPLayer, ValidationNLL, build_avdgp, predict_mixture
+from gpflux_avdgp.experiments import runner, zoo
+from gpflux_avdgp.experiments.data import Split
+
+
+def _data(rng, n=120):
+    x = rng.uniform(-2, 2, (n, 2))
+    y = np.sin(2 * x[:, :1]) + 0.1 * rng.standard_normal((n, 1))
+    return x, y
+
+
+# ------------------------------------------------------------------------- inducing_init
+@pytest.mark.parametrize("init, identity", [(None, 0.0), ("global", 0.0), ("input", 1.0)])
+def test_layer_inducing_init_reaches_the_inference_and_its_config(rng, init, identity):
+    options = {} if init is None else {"inducing_init": init}
+    layer = AmortizedGPLayer(1, 3, 50, **options)
+    layer(tf.constant(rng.normal(size=(4, 2))))
+    weights = layer.inference.affine_weights.numpy()
+    np.testing.assert_array_equal(weights, np.tile(np.eye(2) * identity, (3, 1, 1)))
+    config = layer.get_config()
+    assert config["inducing_init"] == (init or "global")
+    rebuilt = AmortizedGPLayer.from_config(config)
+    assert rebuilt.inducing_init.value == config["inducing_init"]
+
+
+def test_global_init_makes_the_first_layer_depend_on_its_input_at_once(rng):
+    """With ``W_m = I`` the kernel part of a first layer is input-independent at the start
+    (the mean is a linear map of the q(u) network alone); with ``W_m = 0`` it is not."""
+    x = tf.constant(rng.normal(size=(6, 2)))
+    spread = {}
+    for init in ("input", "global"):
+        layer = AmortizedGPLayer(1, 4, 50, inducing_init=init, seed=1)
+        layer(x)
+        inducing = layer.inference(x).inducing  # [N, M, D]
+        offsets = inducing.numpy() - x.numpy()[:, None, :]
+        spread[init] = np.ptp(offsets, axis=0).max()  # how Z - x varies over datapoints
+    assert spread["input"] < 1e-12
+    assert spread["global"] > 0.5
+
+
+def test_unknown_inducing_init_is_one_line_error():
+    with pytest.raises(ValueError, match="inducing_init: expected one of .*got 'random'"):
+        AmortizedGPLayer(1, 3, 50, inducing_init="random")
+
+
+# ------------------------------------------------------------------------- schedule
+def test_cosine_schedule_spans_all_epochs():
+    config = runner.TrainConfig(
+        epochs=4, learning_rate=0.01, schedule="cosine", final_learning_fraction=0.1
+    )
+    schedule = config.learning_rate_for(steps_per_epoch=5)  # 20 steps in all
+    rates = [float(schedule(step)) for step in (0, 10, 20, 40)]
+    expected_middle = 0.01 * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 0.5)))
+    np.testing.assert_allclose(rates, [0.01, expected_middle, 0.001, 0.001], rtol=1e-6)
+    assert runner.TrainConfig(learning_rate=0.02).learning_rate_for(5) == 0.02
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"schedule": "step"}, "schedule: expected one of"),
+        ({"final_learning_fraction": 1.5}, r"final_learning_fraction: expected a number in \[0, 1\]"),
+        ({"restore_best": "yes"}, "restore_best: expected a bool"),
+    ],
+)
+def test_train_config_rejects_bad_options(options, message):
+    with pytest.raises(ValueError, match=message):
+        runner.TrainConfig(**options)
+
+
+def test_fit_model_follows_the_schedule(rng):
+    x, y = _data(rng, 60)
+    spec = zoo.ModelSpec(num_layers=1, num_inducing=[3], seed=0)
+    built = zoo.build_model(spec, 2, len(x))
+    config = runner.TrainConfig(
+        epochs=3, batch_size=20, learning_rate=0.01, schedule="cosine", final_learning_fraction=0.0
+    )
+    runner.fit_model(built, x, y, config)
+    optimizer = built.model.optimizer
+    assert int(optimizer.iterations) == 9
+    assert float(optimizer.learning_rate) < 1e-3  # near the end of the half cosine (step 8 of 9)
+
+
+# ------------------------------------------------------------------------- best epoch
+def test_validation_nll_matches_predict_mixture(rng):
+    x, y = _data(rng)
+    likelihood = gpflow.likelihoods.Gaussian(variance=0.1)
+    model = build_avdgp(2, [1], 4, len(x), likelihood, seed=0)
+    model.compile(tf_keras.optimizers.Adam(0.01), loss=AVDGPLoss(likelihood))
+    scorer = ValidationNLL(x[:30], y[:30, 0], every=2)
+    history = model.fit(x, y, epochs=3, batch_size=40, verbose=0, callbacks=[scorer])
+    assert [epoch for epoch, _ in scorer.history] == [1, 2]  # every 2nd epoch and the last
+    expected = -np.mean(predict_mixture(model, x[:30]).log_density(y[:30]))
+    np.testing.assert_allclose(scorer.history[-1][1], expected, rtol=1e-10)
+    assert np.isclose(history.history["val_nll"][-1], expected)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"x": np.zeros((3, 2)), "y": np.zeros(4)}, "y: expected 3 targets"),
+        ({"x": np.zeros((3,)), "y": np.zeros(3)}, "x: expected"),
+        ({"x": np.zeros((3, 2)), "y": np.zeros(3), "every": 0}, "every: expected"),
+    ],
+)
+def test_validation_nll_rejects_bad_input(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        ValidationNLL(**kwargs)
+
+
+def test_restore_best_ends_with_the_weights_of_the_best_epoch(rng):
+    """A learning rate that makes the validation NLL go up again: the run ends with the
+    weights of the best scored epoch, whose NLL it reports."""
+    x, y = _data(rng, 160)
+    split = Split(x[:100], y[:100], x[100:130], y[100:130], x[130:], y[130:])
+    spec = zoo.ModelSpec(num_layers=1, num_inducing=[3], seed=0)
+    config = runner.TrainConfig(
+        epochs=6, batch_size=20, learning_rate=0.3, seed=0, restore_best=True
+    )
+    record = runner.run(spec, split, config, dataset="toy", stream=None)
+    curve = dict(record["val_nll_curve"])
+    assert len(curve) == 6
+    best = min(curve, key=curve.get)
+    assert best < 6  # the last epoch is worse: without restoring, the final NLL differs
+    assert record["best_epoch"] == best
+    np.testing.assert_allclose(record["val"]["nll"], curve[best], rtol=1e-6)
+
+
+def test_restore_best_needs_validation_rows(rng):
+    x, y = _data(rng, 60)
+    split = Split(x[:40], y[:40], x[:0], y[:0], x[40:], y[40:])
+    config = runner.TrainConfig(epochs=1, batch_size=20, restore_best=True)
+    with pytest.raises(ValueError, match="restore_best: selecting the best epoch needs validation"):
+        runner.run(zoo.ModelSpec(num_layers=1, num_inducing=[3]), split, config, dataset="t")
