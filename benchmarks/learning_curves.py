@@ -173,7 +173,10 @@ def _toy_spec(model: str, overrides: dict, seed: int, num_points: int) -> ModelS
             num_layers=2, hidden_dims=[2], num_inducing=[total // 2, total // 2], **common
         )
     return ModelSpec(
-        num_layers=3, hidden_dims=[2, 2], num_inducing=[total // 2, total // 4, total // 4], **common
+        num_layers=3,
+        hidden_dims=[2, 2],
+        num_inducing=[total // 2, total // 4, total // 4],
+        **common,
     )
 
 
@@ -212,7 +215,10 @@ def run_one(args, seed: int, variant: str, sink) -> None:
     if args.dump_split:
         np.savez(
             f"{args.dump_split}{seed}.npz",
-            **{name: getattr(split, name) for name in ("x_train", "y_train", "x_val", "y_val", "x_test", "y_test")},
+            **{
+                name: getattr(split, name)
+                for name in ("x_train", "y_train", "x_val", "y_val", "x_test", "y_test")
+            },
         )
         return
     steps_per_epoch = math.ceil(len(split.x_train) / args.batch_size)
@@ -237,7 +243,10 @@ def run_one(args, seed: int, variant: str, sink) -> None:
 
         def score(model):
             out = {}
-            for name, x, y in (("test", split.x_test, split.y_test), ("val", split.x_val, split.y_val)):
+            for name, x, y in (
+                ("test", split.x_test, split.y_test),
+                ("val", split.x_val, split.y_val),
+            ):
                 prediction = predict_mixture(model, x, likelihood=built.likelihood, batch_size=1000)
                 scores, _ = score_prediction(prediction, y, task)
                 keep = ("error_rate", "nll") if task is Task.CLASSIFICATION else ("nll", "rmse")
@@ -253,12 +262,16 @@ def run_one(args, seed: int, variant: str, sink) -> None:
                 out[f"{name}_ls"] = round(float(np.mean(layer.kernel.lengthscales.numpy())), 4)
                 out[f"{name}_var"] = round(float(layer.kernel.variance.numpy()), 4)
                 if layer.sigma_points is not None:
-                    out[f"{name}_xi_max"] = round(float(np.abs(layer.sigma_points.numpy()).max()), 3)
+                    out[f"{name}_xi_max"] = round(
+                        float(np.abs(layer.sigma_points.numpy()).max()), 3
+                    )
                 if layer.weight_logits is not None:
                     w = tf.nn.softmax(layer.weight_logits).numpy()
                     out[f"{name}_w_max"] = round(float(w.max()), 4)
                 if hasattr(layer.inference, "affine_weights"):
-                    out[f"{name}_W_max"] = round(float(np.abs(layer.inference.affine_weights.numpy()).max()), 3)
+                    out[f"{name}_W_max"] = round(
+                        float(np.abs(layer.inference.affine_weights.numpy()).max()), 3
+                    )
             return out
 
         def score_and_diagnose(model):

@@ -27,15 +27,22 @@ import math
 import time
 from pathlib import Path
 
+import AmortizedGP  # noqa: F401  (from PYTHONPATH, see the module docstring)
 import numpy as np
 import torch
-
-import AmortizedGP  # noqa: F401  (from PYTHONPATH, see the module docstring)
 from AmortizedGP import AVDGPC, AVDGPR
 
 
-def build(task: str, layers: int, dim: int, num_data: int, num_points: int, total_inducing: int,
-          predictive: bool, depth: int):
+def build(
+    task: str,
+    layers: int,
+    dim: int,
+    num_data: int,
+    num_points: int,
+    total_inducing: int,
+    predictive: bool,
+    depth: int,
+):
     if task == "classification":
         hidden = [2] * (layers - 1)
         if layers == 1:
@@ -44,12 +51,32 @@ def build(task: str, layers: int, dim: int, num_data: int, num_points: int, tota
             inducing = [total_inducing // 2] * 2
         else:
             inducing = [total_inducing // 2] + [total_inducing // 4] * (layers - 1)
-        return AVDGPC(num_data, dim, hidden, None, inducing, parametric=True,
-                      num_sampl=num_points, rule=0, depth=depth)
+        return AVDGPC(
+            num_data,
+            dim,
+            hidden,
+            None,
+            inducing,
+            parametric=True,
+            num_sampl=num_points,
+            rule=0,
+            depth=depth,
+        )
     hidden = [16, 4][: layers - 1]
     inducing = [8, 4, 4][:layers]
-    return AVDGPR(num_data, dim, 1, hidden, None, inducing, parametric=True,
-                  parametric_predictive=predictive, num_sampl=num_points, rule=0, depth=depth)
+    return AVDGPR(
+        num_data,
+        dim,
+        1,
+        hidden,
+        None,
+        inducing,
+        parametric=True,
+        parametric_predictive=predictive,
+        num_sampl=num_points,
+        rule=0,
+        depth=depth,
+    )
 
 
 def score(model, task: str, x: torch.Tensor, y: torch.Tensor) -> dict:
@@ -93,15 +120,27 @@ def main(argv=None) -> int:
     data = {k: torch.tensor(v) for k, v in np.load(args.split).items()}
     x_train, y_train = data["x_train"], data["y_train"]
     num_data, dim = x_train.shape
-    model = build(args.task, args.layers, dim, num_data, args.num_points, args.total_inducing,
-                  args.predictive, args.depth)
+    model = build(
+        args.task,
+        args.layers,
+        dim,
+        num_data,
+        args.num_points,
+        args.total_inducing,
+        args.predictive,
+        args.depth,
+    )
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     steps_per_epoch = math.ceil(num_data / args.batch_size)
     total = args.steps or (args.epochs or 10) * steps_per_epoch
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    label = {"data": Path(args.split).stem, "model": f"reference-{args.layers}l", "variant":
-             args.label, "seed": args.seed}
+    label = {
+        "data": Path(args.split).stem,
+        "model": f"reference-{args.layers}l",
+        "variant": args.label,
+        "seed": args.seed,
+    }
     step, seconds, losses = 0, 0.0, []
     while step < total:
         order = torch.randperm(num_data)
@@ -116,8 +155,12 @@ def main(argv=None) -> int:
             losses.append(loss.item())
             step += 1
             if step % args.every == 0 or step == total:
-                record = {**label, "step": step, "seconds": round(seconds, 3),
-                          "train_loss": float(np.mean(losses[-args.every:]))}
+                record = {
+                    **label,
+                    "step": step,
+                    "seconds": round(seconds, 3),
+                    "train_loss": float(np.mean(losses[-args.every :])),
+                }
                 for name in ("test", "val"):
                     scores = score(model, args.task, data[f"x_{name}"], data[f"y_{name}"])
                     record.update({f"{name}_{k}": round(v, 5) for k, v in scores.items()})

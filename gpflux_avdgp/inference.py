@@ -227,7 +227,9 @@ class AffineInference(_InferenceBase):
             name="affine_weights",
             shape=(m, dim, dim),
             initializer=tf_keras.initializers.Constant(
-                np.tile(np.eye(dim) * (self.inducing_init is InducingInit.INPUT), (m, 1, 1)).tolist()
+                np.tile(
+                    np.eye(dim) * (self.inducing_init is InducingInit.INPUT), (m, 1, 1)
+                ).tolist()
             ),
         )  # W_m, [M, D, D]
         bound = 1.0 / np.sqrt(dim)

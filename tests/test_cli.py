@@ -453,9 +453,16 @@ def test_demo_writes_figures_and_error_rates(capsys, tmp_path):
         assert sum(scores["num_inducing"]) == 8, title
     assert sorted(Path(p).name for p in summary["figures"]) == [
         "inducing_points.png",
+        "learning_curves.png",
         "predictive_probability.png",
         "training_data.png",
     ]
+    assert_png(out / "learning_curves.png")
+    for title, scores in results.items():  # the curve ends at the last step with the result
+        steps, errors = zip(*scores["test_error_curve"])
+        assert list(steps) == sorted(steps) and steps[-1] == 2  # 150 training rows, batch 100
+        assert errors[-1] == pytest.approx(100 * scores["error_rate"]), title
+    assert summary["settings"]["preset"] == "default"
 
 
 # ---------------------------------------------------------------------------------------------

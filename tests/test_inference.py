@@ -38,9 +38,7 @@ def _affine_reference(layer: AffineInference, h: np.ndarray):
     )
 
 
-def _build(
-    cls, rng, *, full_rank: bool, hidden_layers: int = 2, dim: int = D, m=M, q=Q, **options
-):
+def _build(cls, rng, *, full_rank: bool, hidden_layers: int = 2, dim: int = D, m=M, q=Q, **options):
     layer = cls(
         m, q, full_rank=full_rank, hidden_layers=hidden_layers, seed=7, dtype=tf.float64, **options
     )

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from gpflux_avdgp import AVDGPLoss, AmortizedGPLayer, ValidationNLL, build_avdgp, predict_mixture
+from gpflux_avdgp import AmortizedGPLayer, AVDGPLoss, ValidationNLL, build_avdgp, predict_mixture
 from gpflux_avdgp.experiments import runner, zoo
 from gpflux_avdgp.experiments.data import Split
 
@@ -72,7 +72,10 @@ def test_cosine_schedule_spans_all_epochs():
     "options, message",
     [
         ({"schedule": "step"}, "schedule: expected one of"),
-        ({"final_learning_fraction": 1.5}, r"final_learning_fraction: expected a number in \[0, 1\]"),
+        (
+            {"final_learning_fraction": 1.5},
+            r"final_learning_fraction: expected a number in \[0, 1\]",
+        ),
         ({"restore_best": "yes"}, "restore_best: expected a bool"),
     ],
 )
@@ -145,3 +148,73 @@ def test_restore_best_needs_validation_rows(rng):
     config = runner.TrainConfig(epochs=1, batch_size=20, restore_best=True)
     with pytest.raises(ValueError, match="restore_best: selecting the best epoch needs validation"):
         runner.run(zoo.ModelSpec(num_layers=1, num_inducing=[3]), split, config, dataset="t")
+
+
+# ------------------------------------------------------------------------- presets
+def test_presets_set_the_documented_options():
+    from gpflux_avdgp import presets
+
+    assert presets.layer_options("paper") == {"inducing_init": "input"}
+    assert presets.layer_options() == {"inducing_init": "global"}
+    paper = runner.TrainConfig.from_preset("paper", epochs=3)
+    assert (paper.schedule, paper.restore_best, paper.learning_rate, paper.epochs) == (
+        "constant",
+        False,
+        0.005,
+        3,
+    )
+    default = runner.TrainConfig.from_preset(learning_rate=None, schedule="constant")
+    assert (default.schedule, default.restore_best, default.learning_rate) == (
+        "constant",
+        True,
+        0.005,
+    )
+    assert set(presets.PAPER_DIFFERENCES) == {"inducing_init", "schedule", "restore_best"}
+    with pytest.raises(ValueError, match="preset: expected one of"):
+        presets.training_options("fast")
+
+
+@pytest.mark.parametrize("preset, identity", [("default", 0.0), ("paper", 1.0)])
+def test_preset_reaches_the_layers_of_build_avdgp_and_the_zoo(preset, identity):
+    likelihood = gpflow.likelihoods.Gaussian()
+    models = [
+        build_avdgp(3, [2, 1], 2, 10, likelihood, preset=preset),
+        zoo.build_model(zoo.ModelSpec(num_layers=2, preset=preset), 3, 10).model,
+    ]
+    for model in models:
+        for layer in model.layers:
+            if isinstance(layer, AmortizedGPLayer):
+                dim = layer.input_dim
+                expected = np.tile(np.eye(dim) * identity, (layer.num_inducing, 1, 1))
+                np.testing.assert_array_equal(layer.inference.affine_weights.numpy(), expected)
+    explicit = build_avdgp(3, [1], 2, 10, likelihood, preset="paper", inducing_init="global")
+    assert explicit.layers[0].inducing_init.value == "global"  # keywords override the preset
+    idsgp = zoo.build_model(zoo.ModelSpec(model="idsgp", preset=preset), 3, 10)  # no affine maps
+    assert idsgp.model.layers[0].inference_kind.value == "mlp"
+
+
+def test_bench_rows_keep_their_preset(tmp_path):
+    from gpflux_avdgp.experiments import bench
+
+    path = tmp_path / "results.csv"
+    legacy = [c for c in bench.COLUMNS if c not in ("preset", "best_epoch")]
+    path.write_text(
+        ",".join(legacy) + "\n" + "wine,avdgp-ar2p,0,10,ok" + "," * (len(legacy) - 5) + "\n"
+    )
+    bench._append(
+        path,
+        {
+            "dataset": "wine",
+            "model": "svgp",
+            "seed": 0,
+            "epochs": 10,
+            "status": "ok",
+            "preset": "default",
+        },
+    )
+    rows = bench.read_results(path)
+    assert [row["preset"] for row in rows] == ["paper", "default"]  # before the column: paper
+    assert [row["model"] for row in rows] == ["avdgp-ar2p", "svgp"]
+    assert path.read_text().splitlines()[0] == ",".join(bench.COLUMNS)  # header upgraded
+    assert bench.display_model("avdgp-ar2p", "paper") == "avdgp-ar2p/paper"
+    assert bench.display_model("avdgp-ar2p", "default") == "avdgp-ar2p"

@@ -130,7 +130,29 @@ def display_model(model: str, preset: str) -> str:
     return model if preset == "default" else f"{model}/{preset}"
 
 
+def _upgrade_header(path: Path) -> None:
+    """Rewrite ``results.csv`` written with an older set of columns under :data:`COLUMNS`
+    (rows from before the ``preset`` column get :data:`LEGACY_PRESET`), so appended rows line
+    up with the header."""
+    with path.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        if tuple(reader.fieldnames or ()) == COLUMNS:
+            return
+        rows = list(reader)
+    for row in rows:
+        row["preset"] = row.get("preset") or LEGACY_PRESET
+    temporary = path.with_suffix(".csv.tmp")
+    with temporary.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({key: row.get(key) or "" for key in COLUMNS})
+    temporary.replace(path)
+
+
 def _append(path: Path, row: dict) -> None:
+    if path.exists():
+        _upgrade_header(path)
     new = not path.exists()
     with path.open("a", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS)

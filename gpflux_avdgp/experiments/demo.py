@@ -208,7 +208,10 @@ def run_demo(
         plots.plot_learning_curves(
             curves,
             out / "learning_curves.png",
-            references={f"paper {name}, |M| = 32": value for name, value in PAPER_TABLE_2.items()},
+            references={
+                f"paper {name} (|M| = 32, 100 epochs of 40000 points)": value
+                for name, value in PAPER_TABLE_2.items()
+            },
         )
     )
     summary = {

@@ -118,7 +118,9 @@ class TrainConfig:
             raise ValueError(f"restore_best: expected a bool, got {self.restore_best!r}")
         fraction = self.final_learning_fraction
         if not (isinstance(fraction, (int, float)) and 0.0 <= fraction <= 1.0):
-            raise ValueError(f"final_learning_fraction: expected a number in [0, 1], got {fraction}")
+            raise ValueError(
+                f"final_learning_fraction: expected a number in [0, 1], got {fraction}"
+            )
 
     @classmethod
     def from_preset(cls, preset: str = "default", **settings) -> "TrainConfig":
@@ -134,7 +136,9 @@ class TrainConfig:
             return self.learning_rate
         return tf_keras.optimizers.schedules.CosineDecay(
             self.learning_rate,
-            decay_steps=max(1, self.epochs * check_positive_int("steps_per_epoch", steps_per_epoch)),
+            decay_steps=max(
+                1, self.epochs * check_positive_int("steps_per_epoch", steps_per_epoch)
+            ),
             alpha=self.final_learning_fraction,
         )
 
@@ -309,8 +313,10 @@ def _compile_with_adam(
     """Compile ``built.model`` with Adam, its loss and ``config.steps_per_execution``; the
     optimizer's slots are made up front, so the train function is traced once. The learning
     rate is ``config``'s schedule over ``steps_per_epoch`` (a plain number when unknown)."""
-    rate = config.learning_rate if steps_per_epoch is None else config.learning_rate_for(
-        steps_per_epoch
+    rate = (
+        config.learning_rate
+        if steps_per_epoch is None
+        else config.learning_rate_for(steps_per_epoch)
     )
     optimizer = tf_keras.optimizers.Adam(rate)
     optimizer.build(built.model.trainable_variables)
