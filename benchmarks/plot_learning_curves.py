@@ -83,8 +83,13 @@ def main(argv=None) -> int:
             low, high = (float(v) for v in args.ylim.split(","))
             ax.set_ylim(low, high)
         ax.grid(alpha=0.3)
-        if panel == len(models) - 1:
-            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    handles, names = {}, []
+    for ax in fig.axes:
+        for handle, name in zip(*ax.get_legend_handles_labels()):
+            if name not in handles:
+                handles[name] = handle
+                names.append(name)
+    fig.legend([handles[n] for n in names], names, fontsize=7, loc="outside right upper")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.out)
     print(args.out)
