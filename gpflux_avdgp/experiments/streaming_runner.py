@@ -318,6 +318,10 @@ def run_streaming(
             "dtype": config.dtype,
             "seed": config.seed,
             "steps_per_execution": config.steps_per_execution,
+            "schedule": config.schedule,
+            "restore_best": False,  # streamed shards have no validation split
+            "best_epoch": None,
+            "val_nll_curve": None,
             "replicas": 1,
             "layers": spec.resolved_layers(),
             "dims": spec.resolved_dims(),
