@@ -34,7 +34,7 @@ source_suffix = {
 master_doc = "index"
 root_doc = "index"
 
-exclude_patterns = ["_build", "experiments/bench/tables.md"]
+exclude_patterns = ["_build", "experiments/bench/tables.md", "experiments/bench100/tables.md"]
 
 autodoc_default_options = {
     "members": True,
