@@ -154,7 +154,8 @@ def main(argv=None) -> int:
     return 0
 
 
-def _toy_spec(model: str, overrides: dict, seed: int, num_points: int) -> ModelSpec:
+def _layer_options(overrides: dict) -> dict:
+    """Layer keyword options named by a variant (``ModelSpec.extra``)."""
     extra = {}
     if "hidden_layers" in overrides:
         extra["hidden_layers"] = int(overrides["hidden_layers"])
@@ -164,6 +165,11 @@ def _toy_spec(model: str, overrides: dict, seed: int, num_points: int) -> ModelS
         extra["inducing_init"] = overrides["init"]
     if "whiten" in overrides:
         extra["whiten"] = overrides["whiten"] == "1"
+    return extra
+
+
+def _toy_spec(model: str, overrides: dict, seed: int, num_points: int) -> ModelSpec:
+    extra = _layer_options(overrides)
     common = dict(task="classification", num_points=num_points, seed=seed, extra=extra)
     total = int(overrides.get("total_inducing", 32))
     if model == "sgp-avi":
@@ -200,15 +206,12 @@ def run_one(args, seed: int, variant: str, sink) -> None:
         task = Task.REGRESSION
         num_points = int(overrides.get("num_points", args.num_points or 32))
         model, _, rule = args.model.partition("-")
-        extra = {}
-        if "hidden_layers" in overrides:
-            extra["hidden_layers"] = int(overrides["hidden_layers"])
-        if "kl" in overrides:
-            extra["kl_convention"] = overrides["kl"]
-        if "init" in overrides:
-            extra["inducing_init"] = overrides["init"]
         spec = ModelSpec(
-            model=model, rule=rule or "ar2p", num_points=num_points, seed=seed, extra=extra
+            model=model,
+            rule=rule or "ar2p",
+            num_points=num_points,
+            seed=seed,
+            extra=_layer_options(overrides),
         )
         lr = float(overrides.get("lr", args.lr or 0.005))
     split = standardise_split(split, scaler)

@@ -80,8 +80,8 @@ class _TestErrorCurve(tf_keras.callbacks.Callback):
 
     def _score(self) -> None:
         prediction = predict_mixture(self.model, self.x_test, likelihood=self.likelihood)
-        error = np.mean((prediction.class_probabilities() > 0.5) != (self.y_test > 0.5))
-        self.points.append((self.step, 100.0 * float(error)))
+        scores, _ = score_prediction(prediction, self.y_test, Task.CLASSIFICATION)
+        self.points.append((self.step, 100.0 * scores["error_rate"]))
 
     def on_train_batch_end(self, batch: int, logs: Optional[dict] = None) -> None:
         self.step += 1
