@@ -67,6 +67,7 @@ def _checked(convert, accept, expected: str):
 
 
 _positive_int = _checked(int, lambda v: v > 0, "a positive integer")
+_non_negative_int = _checked(int, lambda v: v >= 0, "a non-negative integer")
 _positive_float = _checked(float, lambda v: 0 < v < float("inf"), "a positive number")
 _fraction = _checked(float, lambda v: 0 <= v < 1, "a number in [0, 1)")
 
@@ -142,14 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--epochs", type=_positive_int, default=100)
     fit.add_argument("--batch-size", type=_positive_int, default=100)
     _add_preset_arguments(fit)
-    fit.add_argument(
-        "--steps-per-execution",
-        type=_positive_int,
-        default=1,
-        metavar="K",
-        help="training steps per call of Keras' train function: same results, less per-step "
-        "overhead (1; e.g. 10 for small models; a NaN is then located to K batches)",
-    )
+    _add_steps_per_execution(fit)
     fit.add_argument("--seed", type=int, default=0)
     fit.add_argument("--split", type=int, help="test-mask column of a UCI folder")
     fit.add_argument("--test-fraction", type=_fraction, default=0.1)
@@ -190,6 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--seeds", type=_int_list, default=[0, 1, 2, 3, 4])
     bench.add_argument("--epochs", type=_positive_int, default=100)
     _add_preset_arguments(bench)
+    _add_steps_per_execution(bench)
     bench.add_argument("--dtype", choices=("float64", "float32"), default="float64")
     bench.add_argument("--max-rows", type=_positive_int, help="subsample larger data sets")
     bench.add_argument("--data-root", help="folder of UCI data sets (../shared/data/uci)")
@@ -225,6 +220,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_steps_per_execution(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--steps-per-execution",
+        type=_positive_int,
+        default=1,
+        metavar="K",
+        help="training steps per call of Keras' train function: same results, less per-step "
+        "overhead (1; e.g. 10 for small models; a NaN is then located to K batches)",
+    )
+
+
 def _add_preset_arguments(parser: argparse.ArgumentParser) -> None:
     """``--preset`` and the optimisation settings it sets, each overridable."""
     parser.add_argument(
@@ -249,6 +255,13 @@ def _add_preset_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="end with the weights of the epoch of lowest validation NLL (default: yes; "
         "paper: no); needs validation rows",
+    )
+    parser.add_argument(
+        "--patience",
+        type=_non_negative_int,
+        metavar="N",
+        help="with --restore-best, stop after N epochs without a better validation NLL "
+        "(default: 20; paper: 0, train all epochs)",
     )
 
 
@@ -354,6 +367,7 @@ def _train_config(args):
         learning_rate=args.learning_rate,
         schedule=args.schedule,
         restore_best=args.restore_best,
+        patience=args.patience,
         seed=args.seed,
         dtype=args.dtype,
         steps_per_execution=args.steps_per_execution,
@@ -441,7 +455,12 @@ def _fit_streaming(args) -> int:
     classification = args.task == "classification"
     spec = _model_spec(args)
     spec.resolved_dims(), spec.resolved_inducing()  # validate before reading the shards
-    config = dataclasses.replace(_train_config(args), restore_best=False)
+    if args.patience:
+        raise UsageError(
+            "avdgp fit: --patience stops on the validation NLL, which streamed CSV shards do not "
+            "have; leave it out"
+        )
+    config = dataclasses.replace(_train_config(args), restore_best=False, patience=None)
     shards = resolve_shards(args.data)
     if args.test_data is not None:
         train_shards, test_shards = shards, resolve_shards(args.test_data)
@@ -566,6 +585,8 @@ def _bench(args) -> int:
                 ("learning_rate", args.learning_rate),
                 ("schedule", args.schedule),
                 ("restore_best", args.restore_best),
+                ("patience", args.patience),
+                ("steps_per_execution", args.steps_per_execution),
             )
             if value is not None
         },

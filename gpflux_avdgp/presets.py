@@ -11,7 +11,13 @@ import enum
 
 from .validation import check_choice
 
-__all__ = ["Preset", "PAPER_DIFFERENCES", "layer_options", "training_options"]
+__all__ = [
+    "DEFAULT_PATIENCE",
+    "Preset",
+    "PAPER_DIFFERENCES",
+    "layer_options",
+    "training_options",
+]
 
 
 class Preset(str, enum.Enum):
@@ -41,7 +47,16 @@ PAPER_DIFFERENCES: dict[str, tuple[str, str, str]] = {
         "the validation split exists in the paper's protocol; selecting on it guards against "
         "the late overfitting measured on UCI sets",
     ),
+    "patience": (
+        "stop after 20 epochs without a better validation NLL",
+        "train all epochs",
+        "on elevators the best epoch is 12-27 of 100 and no better epoch followed a gap of 10; "
+        "stopping saves 60-70 % of the training time with the same result",
+    ),
 }
+
+#: Epochs without a better validation NLL after which the default preset stops training.
+DEFAULT_PATIENCE = 20
 
 
 def layer_options(preset: str | Preset = Preset.DEFAULT) -> dict:
@@ -56,5 +71,15 @@ def training_options(preset: str | Preset = Preset.DEFAULT) -> dict:
     """Optimisation settings (fields of the harness' ``TrainConfig``) that ``preset`` sets."""
     preset = check_choice("preset", preset, Preset)
     if preset is Preset.PAPER:
-        return {"learning_rate": 0.005, "schedule": "constant", "restore_best": False}
-    return {"learning_rate": 0.005, "schedule": "cosine", "restore_best": True}
+        return {
+            "learning_rate": 0.005,
+            "schedule": "constant",
+            "restore_best": False,
+            "patience": None,
+        }
+    return {
+        "learning_rate": 0.005,
+        "schedule": "cosine",
+        "restore_best": True,
+        "patience": DEFAULT_PATIENCE,
+    }

@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 
 from gpflux_avdgp.cli import main
+from gpflux_avdgp.experiments import bench
 
 UCI_ROOT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "uci"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -512,6 +513,15 @@ def test_bench_tables_plots_and_resuming(capsys, tmp_path, rng):
             assert math.isfinite(float(row[key])), key
         assert float(row["rmse"]) > 0 and float(row["crps"]) > 0
         assert float(row["train_seconds_per_epoch"]) > 0
+        assert row["preset"] == "default" and row["best_epoch"] == row["stopped_epoch"] == "1"
+    curves = bench.read_curves(out / "curves.jsonl")
+    assert [(c["dataset"], c["model"], c["seed"]) for c in curves] == [
+        (r["dataset"], r["model"], int(r["seed"])) for r in rows
+    ]
+    for curve, row in zip(curves, rows):
+        assert len(curve["epoch_seconds"]) == 1 and curve["epoch_seconds"][0] > 0
+        assert curve["val_nll_curve"][0][0] == curve["test_nll_curve"][0][0] == 1
+        assert curve["test_nll_curve"][0][1] == pytest.approx(float(row["nll"]), rel=1e-5)
 
     tables = (out / "tables.md").read_text()
     assert tables in stdout
@@ -665,6 +675,12 @@ BAD_INPUT = [
         "is not a folder",
     ),
     ("bench-bad-seeds", ["bench", "--seeds", "0,one"], "comma-separated integers"),
+    ("bench-negative-patience", ["bench", "--patience", "-1"], "non-negative integer, got '-1'"),
+    (
+        "fit-patience-without-restore-best",
+        ["fit", "{d}/good.csv", "--no-restore-best", "--patience", "3"],
+        "patience: stopping early needs restore_best=True",
+    ),
     ("bench-empty-datasets", ["bench", "--datasets", ","], "--datasets is empty"),
     ("demo-negative-epochs", ["demo", "--epochs", "-3"], "positive integer, got '-3'"),
     (

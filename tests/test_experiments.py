@@ -287,6 +287,16 @@ def test_summary_tables_and_ranks(tmp_path):
         assert (tmp_path / f"{metric}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_summary_shows_the_given_models_first_and_then_all_others(tmp_path):
+    rows = [
+        {**_result("a", model, 0, nll), "preset": "default"}
+        for model, nll in (("m1", 1.0), ("m2", 2.0), ("m3", 3.0))
+    ]
+    _write_results(tmp_path / "results.csv", rows)
+    tables = bench.summarise(tmp_path / "results.csv", tmp_path, models=["m3"]).read_text()
+    assert "| data set | N | D | m3 | m1 | m2 |" in tables
+
+
 def test_summary_without_finished_runs_is_an_error(tmp_path):
     _write_results(tmp_path / "results.csv", [_result("a", "m", 0, 1.0, status="failed: x")])
     with pytest.raises(ValueError, match="no finished runs"):

@@ -579,6 +579,7 @@ def test_cli_fit_with_test_data_streams_a_single_file(capsys, tmp_path, rng):
         (["{d}/four", "--target", "cost"], "unknown target column 'cost'"),
         (["{d}/four", "--task", "classification"], "exactly 2 distinct target values"),
         (["{d}/four", "--layers", "2", "--hidden-dims", "4,4"], "hidden_dims: expected 1"),
+        (["{d}/four", "--patience", "5"], "--patience stops on the validation NLL"),
     ],
 )
 def test_cli_streaming_errors_exit_2_with_one_line(capsys, tmp_path, rng, args, expected):

@@ -77,6 +77,8 @@ def test_cosine_schedule_spans_all_epochs():
             r"final_learning_fraction: expected a number in \[0, 1\]",
         ),
         ({"restore_best": "yes"}, "restore_best: expected a bool"),
+        ({"restore_best": True, "patience": 0}, "patience: expected an integer >= 1, got 0"),
+        ({"patience": 5}, "patience: stopping early needs restore_best=True"),
     ],
 )
 def test_train_config_rejects_bad_options(options, message):
@@ -142,6 +144,53 @@ def test_restore_best_ends_with_the_weights_of_the_best_epoch(rng):
     np.testing.assert_allclose(record["val"]["nll"], curve[best], rtol=1e-6)
 
 
+def test_patience_stops_with_the_best_epoch_of_the_full_run(rng):
+    """Early stopping ends after ``patience`` epochs without a better validation NLL, with the
+    same best epoch, weights and scores as training all epochs and restoring the best."""
+    x, y = _data(rng, 160)
+    split = Split(x[:100], y[:100], x[100:130], y[100:130], x[130:], y[130:])
+    spec = zoo.ModelSpec(num_layers=1, num_inducing=[3], seed=0)
+    settings = dict(epochs=8, batch_size=20, learning_rate=0.3, seed=0, restore_best=True)
+    full = runner.run(spec, split, runner.TrainConfig(**settings), dataset="toy", stream=None)
+    curve = [nll for _, nll in full["val_nll_curve"]]
+    patience, best, expected_stop = 2, 0, len(curve)
+    for epoch, nll in enumerate(curve):
+        best = epoch if nll < curve[best] else best
+        if epoch - best >= patience:
+            expected_stop = epoch + 1
+            break
+    assert expected_stop < len(curve)  # the curve makes this run stop early
+    stopped = runner.run(
+        spec,
+        split,
+        runner.TrainConfig(**settings, patience=patience),
+        dataset="toy",
+        stream=None,
+        test_curve=True,
+    )
+    assert full["stopped_epoch"] == 8 and stopped["stopped_epoch"] == expected_stop
+    assert len(stopped["epoch_seconds"]) == expected_stop
+    assert stopped["best_epoch"] == full["best_epoch"] == best + 1
+    np.testing.assert_allclose(stopped["test"]["nll"], full["test"]["nll"], rtol=1e-10)
+    # the test curve is scored after every epoch; the record's test NLL is the best epoch's
+    test_curve = dict(stopped["test_nll_curve"])
+    assert sorted(test_curve) == list(range(1, expected_stop + 1))
+    np.testing.assert_allclose(stopped["test"]["nll"], test_curve[best + 1], rtol=1e-6)
+    assert full["test_nll_curve"] is None
+
+
+def test_patience_follows_the_preset_and_restore_best():
+    from gpflux_avdgp.presets import DEFAULT_PATIENCE
+
+    assert runner.TrainConfig.from_preset().patience == DEFAULT_PATIENCE
+    assert runner.TrainConfig.from_preset(patience=0).patience is None  # 0: all epochs
+    assert runner.TrainConfig.from_preset(patience=3).patience == 3
+    assert runner.TrainConfig.from_preset(restore_best=False).patience is None
+    assert runner.TrainConfig.from_preset("paper").patience is None
+    with pytest.raises(ValueError, match="patience: stopping early needs restore_best"):
+        runner.TrainConfig.from_preset(restore_best=False, patience=3)
+
+
 def test_restore_best_needs_validation_rows(rng):
     x, y = _data(rng, 60)
     split = Split(x[:40], y[:40], x[:0], y[:0], x[40:], y[40:])
@@ -157,19 +206,26 @@ def test_presets_set_the_documented_options():
     assert presets.layer_options("paper") == {"inducing_init": "input"}
     assert presets.layer_options() == {"inducing_init": "global"}
     paper = runner.TrainConfig.from_preset("paper", epochs=3)
-    assert (paper.schedule, paper.restore_best, paper.learning_rate, paper.epochs) == (
-        "constant",
-        False,
-        0.005,
-        3,
-    )
+    assert (
+        paper.schedule,
+        paper.restore_best,
+        paper.learning_rate,
+        paper.epochs,
+        paper.patience,
+    ) == ("constant", False, 0.005, 3, None)
     default = runner.TrainConfig.from_preset(learning_rate=None, schedule="constant")
-    assert (default.schedule, default.restore_best, default.learning_rate) == (
+    assert (default.schedule, default.restore_best, default.learning_rate, default.patience) == (
         "constant",
         True,
         0.005,
+        20,
     )
-    assert set(presets.PAPER_DIFFERENCES) == {"inducing_init", "schedule", "restore_best"}
+    assert set(presets.PAPER_DIFFERENCES) == {
+        "inducing_init",
+        "schedule",
+        "restore_best",
+        "patience",
+    }
     with pytest.raises(ValueError, match="preset: expected one of"):
         presets.training_options("fast")
 

@@ -3,7 +3,8 @@
 For each data set and seed: a random 8:1:1 train/validation/test split, inputs and targets
 standardised with training statistics, every model trained with Adam (0.005, batch 100, or 500
 for data sets over 200k rows) and scored on the test set. Every finished run is appended to
-``results.csv`` at once; a rerun skips the runs already there (resumable). The summary is
+``results.csv`` at once, and its per-epoch seconds, validation and test NLL to
+``curves.jsonl``; a rerun skips the runs already there (resumable). The summary is
 ``tables.md`` (mean +- std per data set, average ranks as in the paper's Tables 3 and 5,
 seconds per epoch and test seconds as in its Table 4) and one PNG per metric.
 """
@@ -11,6 +12,7 @@ seconds per epoch and test seconds as in its Table 4) and one PNG per metric.
 from __future__ import annotations
 
 import csv
+import json
 import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -26,7 +28,14 @@ from .data import DataError, Dataset, Standardizer, load_dataset, split_dataset,
 from .runner import TrainConfig, TrainingDiverged, run, standardise_split
 from .zoo import ModelSpec, model_label, parse_model_name
 
-__all__ = ["BenchSettings", "DEFAULT_MODELS", "run_bench", "summarise", "read_results"]
+__all__ = [
+    "BenchSettings",
+    "DEFAULT_MODELS",
+    "read_curves",
+    "read_results",
+    "run_bench",
+    "summarise",
+]
 
 DEFAULT_MODELS = ("svgp", "dsdgp", "dspp", "idsgp", "avdgp-ar2p", "avdgp-ar2pp")
 METRICS = ("nll", "rmse", "crps")
@@ -53,7 +62,11 @@ COLUMNS = (
     "predict_seconds",
     "preset",
     "best_epoch",
+    "stopped_epoch",
 )
+#: Per-epoch curves of every finished run, beside ``results.csv``.
+CURVES_FILE = "curves.jsonl"
+CURVE_KEYS = ("best_epoch", "stopped_epoch", "epoch_seconds", "val_nll_curve", "test_nll_curve")
 #: ``preset`` of rows written before the column existed: they ran the paper's settings.
 LEGACY_PRESET = "paper"
 
@@ -166,6 +179,7 @@ def _row(record: dict, dataset: str, model: str, seed: int, epochs: int, preset:
     return {
         "preset": preset,
         "best_epoch": record.get("best_epoch"),
+        "stopped_epoch": record.get("stopped_epoch"),
         "dataset": dataset,
         "model": model,
         "seed": seed,
@@ -241,8 +255,10 @@ def run_bench(
                         dataset=dataset.name,
                         standardizer=scaler,
                         stream=stream,
+                        test_curve=True,
                     )
                     row = _row(record, dataset.name, label, seed, settings.epochs, settings.preset)
+                    _append_curve(out / CURVES_FILE, row, record)
                 except (TrainingDiverged, tf.errors.InvalidArgumentError) as error:
                     message = str(error).strip().splitlines()[0][:200]
                     say(f"  failed: {message}")
@@ -263,6 +279,22 @@ def run_bench(
                     )
     shown = [display_model(label, settings.preset) for label in labels]
     return summarise(results_path, out, models=shown, datasets=None)
+
+
+def _append_curve(path: Path, row: dict, record: dict) -> None:
+    """One JSON line per finished run: its key, the seconds of every epoch and the validation
+    and test NLL after every epoch (for time-to-accuracy plots)."""
+    line = {key: row[key] for key in ("dataset", "model", "preset", "seed", "epochs")}
+    line.update({key: record.get(key) for key in CURVE_KEYS})
+    with path.open("a") as handle:
+        handle.write(json.dumps(line) + "\n")
+
+
+def read_curves(path: Path) -> list[dict]:
+    """The lines of ``curves.jsonl`` (see :func:`run_bench`); ``[]`` if there is none."""
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def _per_seed_scores(values: dict, datasets, models, metric: str) -> dict:
@@ -300,14 +332,20 @@ def summarise(
     models: Optional[Sequence[str]] = None,
     datasets: Optional[Sequence[str]] = None,
 ) -> Path:
-    """Write ``tables.md`` and ``<metric>.png`` from ``results.csv``; returns the tables path."""
+    """Write ``tables.md`` and ``<metric>.png`` from ``results.csv``; returns the tables path.
+
+    :param models: the models to show first, in this order; the other models in the results
+        follow.
+    :param datasets: the data sets to show, in this order (default: all).
+    """
     rows = [row for row in read_results(results_path) if row["status"] == "ok"]
     for row in rows:
         row["model"] = display_model(row["model"], row["preset"])
     rows = _longest_runs(rows)
     if not rows:
         raise DataError(f"{results_path}: no finished runs to summarise")
-    models = list(models or dict.fromkeys(row["model"] for row in rows))
+    # the models asked for first, then any other model with results (all rows are shown)
+    models = list(dict.fromkeys([*(models or ()), *(row["model"] for row in rows)]))
     datasets = list(datasets or dict.fromkeys(row["dataset"] for row in rows))
     values: dict = defaultdict(dict)  # (dataset, model) -> {metric: {seed: value}}
     sizes, epochs = {}, {}

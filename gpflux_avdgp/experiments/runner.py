@@ -90,8 +90,13 @@ class TrainConfig:
     :param final_learning_fraction: the cosine schedule's last rate over its first, in [0, 1].
     :param restore_best: score the validation split's predictive NLL after every epoch
         (:class:`~gpflux_avdgp.ValidationNLL`) and end with the weights of the best epoch
-        (Keras' ``EarlyStopping(restore_best_weights=True)``, never stopping early); needs a
-        validation split. The record holds ``best_epoch`` and the validation curve.
+        (Keras' ``EarlyStopping(restore_best_weights=True)``); needs a validation split. The
+        record holds ``best_epoch``, ``stopped_epoch`` and the validation curve.
+    :param patience: with ``restore_best``, stop once the validation NLL has not improved for
+        this many epochs (``None``: train all ``epochs``). The cosine schedule still spans all
+        ``epochs``, so stopping early gives the same best epoch as the full run whenever no
+        better epoch comes after a gap of ``patience`` epochs (measured on elevators, where 10
+        sufficed: ``docs/experiments/learning.md``).
     """
 
     epochs: int = 100
@@ -103,6 +108,7 @@ class TrainConfig:
     schedule: str = "constant"
     final_learning_fraction: float = 0.1
     restore_best: bool = False
+    patience: Optional[int] = None
 
     def __post_init__(self) -> None:
         check_positive_int("epochs", self.epochs)
@@ -116,6 +122,13 @@ class TrainConfig:
             raise ValueError(f"schedule: expected one of {list(SCHEDULES)}, got {self.schedule!r}")
         if not isinstance(self.restore_best, bool):
             raise ValueError(f"restore_best: expected a bool, got {self.restore_best!r}")
+        if self.patience is not None:
+            check_positive_int("patience", self.patience)
+            if not self.restore_best:
+                raise ValueError(
+                    f"patience: stopping early needs restore_best=True, got patience="
+                    f"{self.patience} with restore_best=False"
+                )
         fraction = self.final_learning_fraction
         if not (isinstance(fraction, (int, float)) and 0.0 <= fraction <= 1.0):
             raise ValueError(
@@ -125,9 +138,16 @@ class TrainConfig:
     @classmethod
     def from_preset(cls, preset: str = "default", **settings) -> "TrainConfig":
         """The settings of ``preset`` (:func:`gpflux_avdgp.presets.training_options`) with
-        ``settings`` on top; ``None`` values are ignored."""
+        ``settings`` on top; ``None`` values are ignored, ``patience=0`` means "train all
+        epochs" (``patience=None``). Turning ``restore_best`` off also turns off the preset's
+        ``patience`` (there is nothing to stop on), unless ``patience`` is given too."""
         options = training_options(preset)
-        options.update({key: value for key, value in settings.items() if value is not None})
+        given = {key: value for key, value in settings.items() if value is not None}
+        options.update(given)
+        if options.get("patience") == 0 or (
+            not options["restore_best"] and "patience" not in given
+        ):
+            options["patience"] = None
         return cls(**options)
 
     def learning_rate_for(self, steps_per_epoch: int):
@@ -468,8 +488,14 @@ def run(
     save_dir: Optional[Path] = None,
     predict_batch_size: int = 1000,
     strategy: Optional[tf.distribute.Strategy] = None,
+    test_curve: bool = False,
 ) -> dict:
     """Train ``spec`` on ``split`` (already standardised) and return the result record.
+
+    With ``test_curve`` the test NLL is also scored after every epoch (for time-to-accuracy
+    plots only; the best epoch is chosen on validation data): the record's
+    ``test_nll_curve`` is ``[[epoch, nll], ...]`` and ``epoch_seconds`` the training seconds
+    of each epoch, without the scoring.
 
     The record holds ``model``, ``rule``, ``dataset``, ``n_train``, ``n_test``, ``dim``,
     ``test`` (``nll``, ``rmse``, ``crps``, ``coverage_95`` or ``nll``, ``error_rate``,
@@ -501,13 +527,18 @@ def run(
             )
         progress = EpochProgress(spec.label, stream=stream)
         selection = _best_epoch_callbacks(built, split, config)
+        test_scorer = None
+        if test_curve:
+            test_scorer = ValidationNLL(
+                split.x_test, split.y_test, likelihood=built.likelihood, name="test_nll"
+            )
         fit_model(
             built,
             split.x_train,
             split.y_train,
             config,
             progress=progress,
-            callbacks=selection,
+            callbacks=selection if test_scorer is None else (test_scorer, *selection),
             backup_dir=backup_dir,
             strategy=strategy,
         )
@@ -527,10 +558,11 @@ def run(
             val, _ = score_prediction(val_prediction, split.y_val, task, standardizer)
         steady = progress.seconds[1:] or progress.seconds
         best_epoch, val_curve = None, None
+        stopped_epoch = len(progress.seconds) + int(progress.first_epoch or 0)
         if selection:
             scorer, stopper = selection
             best_epoch = int(stopper.best_epoch) + 1
-            val_curve = [[epoch + 1, round(value, 6)] for epoch, value in scorer.history]
+            val_curve = _curve(scorer)
         record = {
             "model": spec.kind.value,
             "label": spec.label,
@@ -557,8 +589,12 @@ def run(
             "steps_per_execution": config.steps_per_execution,
             "schedule": config.schedule,
             "restore_best": config.restore_best,
+            "patience": config.patience,
             "best_epoch": best_epoch,
+            "stopped_epoch": stopped_epoch,
             "val_nll_curve": val_curve,
+            "test_nll_curve": None if test_scorer is None else _curve(test_scorer),
+            "epoch_seconds": [round(seconds, 4) for seconds in progress.seconds],
             "replicas": 1 if strategy is None else int(strategy.num_replicas_in_sync),
             "layers": spec.resolved_layers(),
             "dims": spec.resolved_dims(),
@@ -574,9 +610,15 @@ def run(
     return record
 
 
+def _curve(scorer: ValidationNLL) -> list[list]:
+    """``[[epoch (from 1), nll], ...]`` of the epochs ``scorer`` scored."""
+    return [[epoch + 1, round(value, 6)] for epoch, value in scorer.history]
+
+
 def _best_epoch_callbacks(built: BuiltModel, split: Split, config: TrainConfig) -> tuple:
     """``(ValidationNLL, EarlyStopping)`` that end training with the weights of the epoch of
-    lowest validation NLL (never stopping early), or ``()`` without ``config.restore_best``.
+    lowest validation NLL, stopping after ``config.patience`` epochs without improvement (never,
+    without it), or ``()`` without ``config.restore_best``.
 
     :raises ValueError: with ``restore_best`` and an empty validation split.
     """
@@ -588,7 +630,10 @@ def _best_epoch_callbacks(built: BuiltModel, split: Split, config: TrainConfig) 
         )
     scorer = ValidationNLL(split.x_val, split.y_val, likelihood=built.likelihood)
     stopper = tf_keras.callbacks.EarlyStopping(
-        monitor=scorer.name, mode="min", patience=config.epochs, restore_best_weights=True
+        monitor=scorer.name,
+        mode="min",
+        patience=config.epochs if config.patience is None else config.patience,
+        restore_best_weights=True,
     )
     return (scorer, stopper)
 

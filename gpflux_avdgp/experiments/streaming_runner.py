@@ -320,7 +320,9 @@ def run_streaming(
             "steps_per_execution": config.steps_per_execution,
             "schedule": config.schedule,
             "restore_best": False,  # streamed shards have no validation split
+            "patience": None,
             "best_epoch": None,
+            "stopped_epoch": config.epochs,
             "val_nll_curve": None,
             "replicas": 1,
             "layers": spec.resolved_layers(),
