@@ -119,7 +119,12 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("data", help="'toy' or a UCI folder name under --data-root")
     parser.add_argument("--data-root", default="../shared/data/uci")
-    parser.add_argument("--split", type=int, default=0)
+    parser.add_argument(
+        "--split",
+        default="0",
+        help="test-mask column of the UCI folder, or 'random': avdgp bench's 8:1:1 split of "
+        "each seed",
+    )
     parser.add_argument("--model", default="avdgp-3l")
     parser.add_argument("--variant", action="append", default=None)
     parser.add_argument("--seeds", default="0")
@@ -201,7 +206,9 @@ def run_one(args, seed: int, variant: str, sink) -> None:
         lr = float(overrides.get("lr", args.lr or 0.01))
     else:
         dataset = load_dataset(Path(args.data_root) / args.data)
-        split = split_dataset(dataset, seed=seed, split=args.split)
+        split = split_dataset(
+            dataset, seed=seed, split=None if args.split == "random" else int(args.split)
+        )
         scaler = Standardizer.fit(split.x_train, split.y_train)
         task = Task.REGRESSION
         num_points = int(overrides.get("num_points", args.num_points or 32))

@@ -534,8 +534,8 @@ def test_bench_tables_plots_and_resuming(capsys, tmp_path, rng):
     for line in rank_rows:
         means = [float(cell.split("(")[0]) for cell in line.strip("|").split("|")[1:]]
         assert all(1.0 <= m <= 2.0 for m in means) and sum(means) == pytest.approx(3.0)
-    for metric in ("nll", "rmse", "crps"):
-        assert_png(out / f"{metric}.png")
+    for name in ("nll", "rmse", "crps", "time_alpha", "time_beta"):
+        assert_png(out / f"{name}.png")
 
     # Rerunning the same command redoes nothing.
     before = (out / "results.csv").read_bytes()

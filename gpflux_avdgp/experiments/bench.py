@@ -6,7 +6,8 @@ for data sets over 200k rows) and scored on the test set. Every finished run is 
 ``results.csv`` at once, and its per-epoch seconds, validation and test NLL to
 ``curves.jsonl``; a rerun skips the runs already there (resumable). The summary is
 ``tables.md`` (mean +- std per data set, average ranks as in the paper's Tables 3 and 5,
-seconds per epoch and test seconds as in its Table 4) and one PNG per metric.
+seconds per epoch and test seconds as in its Table 4), one PNG per metric and, per data set,
+``time_<dataset>.png``: test NLL against training seconds of every run.
 """
 
 from __future__ import annotations
@@ -394,9 +395,28 @@ def summarise(
         plots.plot_benchmark_metric(
             metric, datasets, models, means, stds, out_dir / f"{metric}.png"
         )
+    _plot_time_to_accuracy(read_curves(results_path.parent / CURVES_FILE), datasets, out_dir)
     tables = out_dir / "tables.md"
     tables.write_text("\n".join(lines) + "\n")
     return tables
+
+
+def _plot_time_to_accuracy(curves: list[dict], datasets: Sequence[str], out_dir: Path) -> None:
+    """``time_<dataset>.png``: test NLL against training seconds of every run with a curve."""
+    for dataset in datasets:
+        runs: dict = defaultdict(list)
+        for curve in curves:
+            if curve["dataset"] == dataset and curve.get("test_nll_curve"):
+                nll = [value for _, value in curve["test_nll_curve"]]
+                seconds = curve["epoch_seconds"][: len(nll)]
+                model = display_model(curve["model"], curve["preset"])
+                runs[model].append((seconds, nll, curve.get("best_epoch")))
+        if runs:
+            plots.plot_time_to_accuracy(
+                dict(sorted(runs.items())),
+                out_dir / f"time_{dataset}.png",
+                title=f"{dataset}: test NLL while training (dot: the epoch kept)",
+            )
 
 
 def _table(key, datasets, models, values, sizes, digits=3, bold=True) -> list[str]:

@@ -12,6 +12,7 @@ __all__ = [
     "plot_inducing_points",
     "plot_learning_curves",
     "plot_predictive_probability",
+    "plot_time_to_accuracy",
     "plot_toy_data",
 ]
 
@@ -146,5 +147,40 @@ def plot_benchmark_metric(
         ax.set_title(dataset, fontsize=9)
         ax.tick_params(axis="x", labelsize=7)
     fig.suptitle(f"Test {metric.upper()} (lower is better; mean +- std over seeds)", fontsize=9)
+    fig.savefig(path)
+    return path
+
+
+def plot_time_to_accuracy(
+    runs: Mapping[str, Sequence[tuple[Sequence[float], Sequence[float], int | None]]],
+    path: Path,
+    *,
+    title: str = "",
+    ylabel: str = "test NLL",
+) -> Path:
+    """Test NLL against cumulative training seconds, one colour per model, one line per run.
+
+    :param runs: model -> ``[(epoch_seconds [E], nll_after_each_epoch [E], best_epoch), ...]``;
+        the epoch whose weights the run kept (``best_epoch``, from 1) is marked with a dot.
+    """
+    fig = _figure(6.5, 4.2)
+    ax = fig.add_subplot()
+    values = []
+    for index, (model, model_runs) in enumerate(runs.items()):
+        colour = f"C{index % 10}"
+        for number, (seconds, nll, best) in enumerate(model_runs):
+            elapsed = np.cumsum(np.asarray(seconds, dtype=float))
+            nll = np.asarray(nll, dtype=float)
+            values.extend(nll[np.isfinite(nll)])
+            ax.plot(elapsed, nll, color=colour, linewidth=1, label=model if number == 0 else None)
+            if best is not None and 1 <= best <= len(nll):
+                ax.plot(elapsed[best - 1], nll[best - 1], "o", color=colour, markersize=4)
+    if values:  # the first epochs of some models start far above the rest: keep the detail
+        low, high = float(np.min(values)), float(np.percentile(values, 95))
+        ax.set_ylim(low - 0.05 * (high - low), high)
+    ax.set_xscale("log")
+    ax.set(xlabel="training seconds (cumulative, without scoring)", ylabel=ylabel, title=title)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
     fig.savefig(path)
     return path
