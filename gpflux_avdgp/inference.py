@@ -25,6 +25,14 @@ __all__ = ["AmortizedParameters", "AffineInference", "InducingInit", "MLPInferen
 _LEAKY_SLOPE = 0.2
 #: softplus^{-1}(1): the scale network's bias starts the scales at one.
 _SOFTPLUS_INV_ONE = float(np.log(np.expm1(1.0)))
+#: Lower bound of the diagonal of ``q_sqrt``. ``softplus`` underflows to exactly 0 for raw
+#: outputs below about -745 (float64; -104 in float32), and ``log q_sqrt`` in the KL then
+#: makes the loss infinite and the scale network's gradients NaN. Measured: protein, seed 0,
+#: epoch 19, where a datapoint whose inputs lie 50 standard deviations from the mean drove one
+#: raw output that low. A standard deviation of 1e-6 is far below any scale a posterior over
+#: ``u`` needs (the prior's is ``sqrt`` of the kernel variance), so the bound changes nothing
+#: else; below it the gradient is zero.
+MIN_SCALE = 1e-6
 
 
 class AmortizedParameters(NamedTuple):
@@ -109,15 +117,15 @@ def scale_output_size(num_inducing: int, output_dim: int, full_rank: bool) -> in
 def raw_to_q_sqrt(raw: tf.Tensor, num_inducing: int, output_dim: int, full_rank: bool):
     """Turn raw network outputs ``[N, scale_output_size]`` into ``q_sqrt``.
 
-    Layout of ``raw``: first ``M * Q`` entries, ordered ``[M, Q]``, pass through softplus and
-    form the diagonal; if ``full_rank``, the next ``Q * M (M - 1) / 2`` entries, ordered
-    ``[Q, pairs]`` with pairs in ``numpy.tril_indices(M, -1)`` order, fill the strictly lower
-    triangle.
+    Layout of ``raw``: first ``M * Q`` entries, ordered ``[M, Q]``, pass through softplus
+    (bounded below by :data:`MIN_SCALE`) and form the diagonal; if ``full_rank``, the next
+    ``Q * M (M - 1) / 2`` entries, ordered ``[Q, pairs]`` with pairs in
+    ``numpy.tril_indices(M, -1)`` order, fill the strictly lower triangle.
 
     :returns: ``[N, Q, M]`` (mean-field) or ``[N, Q, M, M]`` (full-rank).
     """
     diag_size = num_inducing * output_dim
-    diag = tf.math.softplus(raw[:, :diag_size])  # [N, M * Q]
+    diag = tf.maximum(tf.math.softplus(raw[:, :diag_size]), MIN_SCALE)  # [N, M * Q]
     diag = tf.transpose(tf.reshape(diag, [-1, num_inducing, output_dim]), [0, 2, 1])  # [N, Q, M]
     if not full_rank:
         return diag

@@ -21,6 +21,8 @@ DenseWeights = Sequence[tuple[np.ndarray, np.ndarray]]
 #: ``backend.cast_to_floatx`` (float32 by default), so even a float64 network uses the slope
 #: ``float32(0.2) = 0.2000000030``. Using exactly 0.2 here would differ by ~1.5e-8 relative.
 LEAKY_SLOPE = float(np.float32(0.2))
+#: Lower bound of ``q_sqrt``'s diagonal (the package's ``inference.MIN_SCALE``).
+MIN_SCALE = 1e-6
 
 
 # ------------------------------------------------------------------------------------ kernels
@@ -193,10 +195,15 @@ def mlp(x: np.ndarray, dense: DenseWeights) -> np.ndarray:
     return out
 
 
+def scale(x: float) -> float:
+    """A diagonal entry of ``q_sqrt``: softplus, at least ``MIN_SCALE``."""
+    return max(softplus(x), MIN_SCALE)
+
+
 def raw_to_q_sqrt(raw: np.ndarray, num_inducing: int, num_outputs: int, full_rank: bool):
     """One datapoint's raw scale outputs to ``[Q, M]`` or ``[Q, M, M]``.
 
-    Layout: ``M * Q`` diagonal entries ordered ``[M, Q]`` (softplus), then, if full rank,
+    Layout: ``M * Q`` diagonal entries ordered ``[M, Q]`` (:func:`scale`), then, if full rank,
     ``Q * M (M - 1) / 2`` strictly-lower entries ordered ``[Q, pairs]``, pairs in
     ``numpy.tril_indices(M, -1)`` order.
     """
@@ -205,14 +212,14 @@ def raw_to_q_sqrt(raw: np.ndarray, num_inducing: int, num_outputs: int, full_ran
         out = np.zeros((q_, m_))
         for q in range(q_):
             for m in range(m_):
-                out[q, m] = softplus(raw[m * q_ + q])
+                out[q, m] = scale(raw[m * q_ + q])
         return out
     out = np.zeros((q_, m_, m_))
     rows, cols = np.tril_indices(m_, -1)
     num_pairs = len(rows)
     for q in range(q_):
         for m in range(m_):
-            out[q, m, m] = softplus(raw[m * q_ + q])
+            out[q, m, m] = scale(raw[m * q_ + q])
         for k in range(num_pairs):
             out[q, rows[k], cols[k]] = raw[m_ * q_ + q * num_pairs + k]
     return out

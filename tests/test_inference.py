@@ -143,3 +143,29 @@ def test_mlp_inference_scales_start_at_one(rng):
     np.testing.assert_allclose(inducing, np.zeros((2, M, D)), atol=ATOL)
     np.testing.assert_allclose(q_mu, np.zeros((2, M, Q)), atol=ATOL)
     np.testing.assert_allclose(q_sqrt, np.broadcast_to(np.eye(M), (2, Q, M, M)), atol=ATOL)
+
+
+@pytest.mark.parametrize("full_rank", [False, True])
+@pytest.mark.parametrize("dtype", [tf.float64, tf.float32])
+def test_scales_stay_positive_for_extreme_raw_outputs(full_rank, dtype):
+    """softplus underflows to 0 below about -745 (float64) or -104 (float32): the scale is
+    bounded below, so the KL stays finite and its gradient is not NaN (protein, seed 0, epoch
+    19 diverged this way before the bound)."""
+    from gpflux_avdgp.conditionals import amortized_kl
+    from gpflux_avdgp.inference import MIN_SCALE, raw_to_q_sqrt, scale_output_size
+
+    m, q = 3, 2
+    raw = np.zeros((2, scale_output_size(m, q, full_rank)))
+    raw[0, :] = -1000.0  # every diagonal entry of datapoint 0 underflows
+    raw[1, 0] = 3.0
+    raw = tf.Variable(raw, dtype=dtype)
+    with tf.GradientTape() as tape:
+        q_sqrt = raw_to_q_sqrt(raw, m, q, full_rank)
+        chol = tf.linalg.cholesky(tf.eye(m, batch_shape=[2], dtype=dtype) * 2.0)
+        kl = amortized_kl(chol, tf.zeros([2, m, q], dtype=dtype), q_sqrt, whiten=False)
+        total = tf.reduce_sum(kl)
+    gradient = tape.gradient(total, raw)
+    diagonal = q_sqrt.numpy() if not full_rank else np.diagonal(q_sqrt.numpy(), axis1=-2, axis2=-1)
+    np.testing.assert_allclose(diagonal[0], MIN_SCALE, rtol=1e-6)
+    np.testing.assert_allclose(diagonal[1, 0, 0], reference.softplus(3.0), rtol=1e-6)
+    assert np.all(np.isfinite(kl.numpy())) and np.all(np.isfinite(gradient.numpy()))
