@@ -324,6 +324,8 @@ def run_streaming(
             "best_epoch": None,
             "stopped_epoch": config.epochs,
             "val_nll_curve": None,
+            "test_nll_curve": None,
+            "epoch_seconds": [round(seconds, 4) for seconds in progress.seconds],
             "replicas": 1,
             "layers": spec.resolved_layers(),
             "dims": spec.resolved_dims(),
