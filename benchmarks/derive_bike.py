@@ -5,8 +5,10 @@ Our copy (``../shared/data/uci/bike``, 17 features) keeps the casual and registe
 that (correlation of the target with ``log1p`` of their shifted sum, 0.999 on our copy) and
 writes the data without them (D = 15; the paper's bike has D = 12), with the same test masks::
 
-    python benchmarks/derive_bike.py ../shared/data/uci/bike /tmp/uci/bike_no_counts
-    avdgp bench --datasets /tmp/uci/bike_no_counts --epochs 100 --out bench100
+    python benchmarks/derive_bike.py ../shared/data/uci/bike /tmp/uci_derived/bike
+    avdgp bench --data-root /tmp/uci_derived --datasets bike --epochs 100 --out bench100
+
+(a folder named ``bike`` under its own data root keeps the data set's name in the tables).
 """
 
 from __future__ import annotations

@@ -352,7 +352,7 @@ def test_summary_uses_the_longest_run_per_seed(tmp_path):
         [short, _result("a", "m1", 0, 1.0), _result("a", "m2", 0, 2.0)],
     )
     tables = bench.summarise(tmp_path / "results.csv", tmp_path).read_text()
-    assert "| a | 100 | 3 | **1.000 ± 0.000** | 2.000 ± 0.000 |" in tables
+    assert "| a | 100 | 3 | **1.000 (1 seed)** | 2.000 (1 seed) |" in tables
     assert "Epochs per data set: a 5." in tables
 
 

@@ -322,7 +322,10 @@ def _longest_runs(rows: list[dict]) -> list[dict]:
     return list(best.values())
 
 
-def _fmt(mean: float, std: float, digits: int = 3) -> str:
+def _fmt(mean: float, std: float, count: int, digits: int = 3) -> str:
+    """``mean ± std`` over seeds; one seed has no spread, so it says ``(1 seed)`` instead."""
+    if count == 1:
+        return f"{mean:.{digits}f} (1 seed)"
     return f"{mean:.{digits}f} ± {std:.{digits}f}"
 
 
@@ -438,7 +441,7 @@ def _table(key, datasets, models, values, sizes, digits=3, bold=True) -> list[st
             if model not in stats:
                 cells.append("–")
                 continue
-            text = _fmt(stats[model][0], stats[model][1], digits)
+            text = _fmt(*stats[model], digits)
             cells.append(f"**{text}**" if bold and model == best else text)
         n, d = sizes[dataset]
         lines.append(f"| {dataset} | {n} | {d} | " + " | ".join(cells) + " |")
