@@ -345,6 +345,33 @@ def test_importing_the_package_prints_no_tensorflow_notices():
     assert result.stderr == "x\n"
 
 
+def test_time_curves_of_chosen_seeds_draw_one_line_per_model(tmp_path, monkeypatch):
+    def curve(model, seed, nll):
+        return dict(
+            dataset="a", model=model, preset="default", seed=seed, best_epoch=2,
+            epoch_seconds=[3.0, 1.0, 1.0], test_nll_curve=[[1, nll], [2, nll - 1], [3, nll]],
+        )  # fmt: skip
+
+    curves = [curve("m1", 0, 5.0), curve("m1", 1, 6.0), curve("m2", 0, 7.0), curve("m2", 2, 8.0)]
+    drawn = {}
+
+    def capture(runs, path, *, title):
+        drawn[path.name] = (runs, title)
+        return path
+
+    monkeypatch.setattr(bench.plots, "plot_time_to_accuracy", capture)
+    written = bench.plot_time_curves(curves, ["a", "b"], tmp_path, seeds=[0], suffix="_seed0")
+    assert [path.name for path in written] == ["time_a_seed0.png"]  # no curves of data set b
+    runs, title = drawn["time_a_seed0.png"]
+    assert runs == {
+        "m1": [([3.0, 1.0, 1.0], [5.0, 4.0, 5.0], 2)],
+        "m2": [([3.0, 1.0, 1.0], [7.0, 6.0, 7.0], 2)],
+    }
+    assert title.startswith("a, seed 0:")
+    bench.plot_time_curves(curves, ["a"], tmp_path)
+    assert [len(model_runs) for model_runs in drawn["time_a.png"][0].values()] == [2, 2]
+
+
 def test_summary_uses_the_longest_run_per_seed(tmp_path):
     short = dict(_result("a", "m1", 0, 9.0), epochs=2)
     _write_results(

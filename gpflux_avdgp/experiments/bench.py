@@ -398,28 +398,45 @@ def summarise(
         plots.plot_benchmark_metric(
             metric, datasets, models, means, stds, out_dir / f"{metric}.png"
         )
-    _plot_time_to_accuracy(read_curves(results_path.parent / CURVES_FILE), datasets, out_dir)
+    plot_time_curves(read_curves(results_path.parent / CURVES_FILE), datasets, out_dir)
     tables = out_dir / "tables.md"
     tables.write_text("\n".join(lines) + "\n")
     return tables
 
 
-def _plot_time_to_accuracy(curves: list[dict], datasets: Sequence[str], out_dir: Path) -> None:
-    """``time_<dataset>.png``: test NLL against training seconds of every run with a curve."""
+def plot_time_curves(
+    curves: list[dict],
+    datasets: Sequence[str],
+    out_dir: Path,
+    *,
+    seeds: Optional[Sequence[int]] = None,
+    suffix: str = "",
+) -> list[Path]:
+    """``time_<dataset><suffix>.png``: test NLL against training seconds of every run of
+    ``curves`` (lines of ``curves.jsonl``) with a test curve, or of the runs of ``seeds`` only
+    (e.g. one seed of every model, for a figure of one run each)."""
+    written = []
     for dataset in datasets:
         runs: dict = defaultdict(list)
         for curve in curves:
-            if curve["dataset"] == dataset and curve.get("test_nll_curve"):
-                nll = [value for _, value in curve["test_nll_curve"]]
-                seconds = curve["epoch_seconds"][: len(nll)]
-                model = display_model(curve["model"], curve["preset"])
-                runs[model].append((seconds, nll, curve.get("best_epoch")))
+            if curve["dataset"] != dataset or not curve.get("test_nll_curve"):
+                continue
+            if seeds is not None and int(curve["seed"]) not in seeds:
+                continue
+            nll = [value for _, value in curve["test_nll_curve"]]
+            seconds = curve["epoch_seconds"][: len(nll)]
+            model = display_model(curve["model"], curve["preset"])
+            runs[model].append((seconds, nll, curve.get("best_epoch")))
         if runs:
-            plots.plot_time_to_accuracy(
-                dict(sorted(runs.items())),
-                out_dir / f"time_{dataset}.png",
-                title=f"{dataset}: test NLL while training (dot: the epoch kept)",
+            which = "" if seeds is None else f", seed {', '.join(map(str, seeds))}"
+            written.append(
+                plots.plot_time_to_accuracy(
+                    dict(sorted(runs.items())),
+                    out_dir / f"time_{dataset}{suffix}.png",
+                    title=f"{dataset}{which}: test NLL while training (dot: the epoch kept)",
+                )
             )
+    return written
 
 
 def _table(key, datasets, models, values, sizes, digits=3, bold=True) -> list[str]:
