@@ -25,7 +25,10 @@ def main(argv=None) -> int:
     curves = read_curves(args.folder / CURVES_FILE)
     if not curves:
         parser.error(f"{args.folder / CURVES_FILE}: no curves (run avdgp bench first)")
-    seeds = [int(seed) for seed in args.seeds.split(",")]
+    try:
+        seeds = [int(seed) for seed in args.seeds.split(",")]
+    except ValueError:
+        parser.error(f"--seeds: expected comma-separated integers, got {args.seeds!r}")
     datasets = args.datasets.split(",")
     written = plot_time_curves(curves, datasets, args.folder, seeds=seeds, suffix=args.suffix)
     if not written:
