@@ -1,6 +1,6 @@
 """gpflux_avdgp: amortized variational inference for deep Gaussian processes in GPflux/Keras.
 
-Layers read and write packed Gaussian mixtures (:mod:`gpflux_avdgp.mixture`), so an amortized
+Layers read and write packed Gaussian mixtures (:mod:`gpflux_avdgp.core.mixture`), so an amortized
 deep GP is a ``tf_keras.Sequential`` trained with ``model.fit`` and
 :class:`~gpflux_avdgp.AVDGPLoss`.
 """
@@ -11,8 +11,9 @@ import_tensorflow_quietly()
 
 from . import kernels, metrics
 from .callbacks import ValidationNLL
-from .conditionals import amortized_conditional, amortized_kl
-from .covariances import pointwise_covariances
+from .core.conditionals import amortized_conditional, amortized_kl
+from .core.covariances import pointwise_covariances
+from .core.mixture import GaussianMixture, to_mixture
 from .inference import AffineInference, AmortizedParameters, InducingInit, MLPInference
 from .layers import (
     AmortizedGPLayer,
@@ -22,7 +23,6 @@ from .layers import (
     SigmaPointGPLayer,
     TrainableLikelihood,
 )
-from .mixture import GaussianMixture, to_mixture
 from .models import build_avdgp
 from .objectives import AVDGPLoss, Objective, mixture_log_density
 from .prediction import PredictiveMixture, predict_mixture

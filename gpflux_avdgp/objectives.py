@@ -20,8 +20,8 @@ import gpflow
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
+from .core.mixture import GaussianMixture
 from .layers.likelihood_layer import likelihood_to_config, shared_likelihood_from_config
-from .mixture import GaussianMixture
 from .validation import check_choice
 
 __all__ = [

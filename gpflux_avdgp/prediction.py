@@ -10,8 +10,8 @@ import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
+from .core.mixture import GaussianMixture, unpack_numpy
 from .layers.likelihood_layer import TrainableLikelihood
-from .mixture import GaussianMixture, unpack_numpy
 from .objectives import mixture_log_density
 from .validation import check_feature_matrix, check_positive_int
 

@@ -41,7 +41,7 @@ import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from .mixture import GaussianMixture, unpack_numpy
+from .core.mixture import GaussianMixture, unpack_numpy
 from .objectives import mixture_log_density
 from .prediction import model_input_spec, model_likelihood
 

@@ -14,14 +14,10 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 
 import gpflux_avdgp
-from gpflux_avdgp.cholesky import add_relative_jitter, jittered_cholesky
-from gpflux_avdgp.mixture import GaussianMixture
-from gpflux_avdgp.propagation import (
-    PropagationRule,
-    propagate,
-    stateless_seed,
-    stateless_standard_normal,
-)
+from gpflux_avdgp.core.cholesky import add_relative_jitter, jittered_cholesky
+from gpflux_avdgp.core.mixture import GaussianMixture
+from gpflux_avdgp.core.random import stateless_seed, stateless_standard_normal
+from gpflux_avdgp.propagation import PropagationRule, propagate
 
 
 def _mixture(rng, batch=5, components=1, dim=2, identical=False):

@@ -23,7 +23,7 @@ from gpflux_avdgp import (
     TrainableLikelihood,
     predict_mixture,
 )
-from gpflux_avdgp.mixture import GaussianMixture
+from gpflux_avdgp.core.mixture import GaussianMixture
 
 NUM_DATA = 200
 BATCH_SIZE = 50

@@ -4,7 +4,7 @@
   ``model.fit`` with ``jit_compile=True`` trains, for every rule;
 * one training step's loss on the GPU equals the CPU's in float64, Monte Carlo rules included:
   the draws are Box-Muller of the Philox bits, which are the same on every device
-  (:func:`~gpflux_avdgp.propagation.stateless_standard_normal`).
+  (:func:`~gpflux_avdgp.core.random.stateless_standard_normal`).
 """
 
 from __future__ import annotations

@@ -151,7 +151,7 @@ def test_scales_stay_positive_for_extreme_raw_outputs(full_rank, dtype):
     """softplus underflows to 0 below about -745 (float64) or -104 (float32): the scale is
     bounded below, so the KL stays finite and its gradient is not NaN (protein, seed 0, epoch
     19 diverged this way before the bound)."""
-    from gpflux_avdgp.conditionals import amortized_kl
+    from gpflux_avdgp.core.conditionals import amortized_kl
     from gpflux_avdgp.inference import MIN_SCALE, raw_to_q_sqrt, scale_output_size
 
     m, q = 3, 2

@@ -7,7 +7,7 @@ import reference  # tests/ has no __init__.py: pytest puts it on sys.path
 import tensorflow as tf
 
 from gpflux_avdgp import AmortizedGPLayer
-from gpflux_avdgp.mixture import unpack_numpy
+from gpflux_avdgp.core.mixture import unpack_numpy
 
 RTOL = ATOL = 1e-8
 B, D, Q, M, NUM_DATA = 5, 2, 2, 3, 40

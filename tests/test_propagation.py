@@ -9,7 +9,7 @@ from gpflow.keras import tf_keras
 from scipy import stats
 
 from gpflux_avdgp import AmortizedGPLayer, GaussianMixture, PropagationRule, propagate
-from gpflux_avdgp.mixture import unpack_numpy
+from gpflux_avdgp.core.mixture import unpack_numpy
 
 RTOL = ATOL = 1e-8
 B, D, S, NUM_DATA = 4, 2, 4, 50

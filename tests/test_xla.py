@@ -3,7 +3,7 @@
 * one training step's loss and gradients under ``tf.function(jit_compile=True)`` equal the
   graph-mode ones for every model of the zoo (AVDGP AR1/AR2/AR2P/AR2PP, SGP-AVI, IDSGP and the
   GPflux baselines SVGP, DS-DGP, DSPP), regression and classification, Monte Carlo draws
-  included (see :func:`~gpflux_avdgp.propagation.stateless_standard_normal`);
+  included (see :func:`~gpflux_avdgp.core.random.stateless_standard_normal`);
 * ``model.fit`` with ``jit_compile=True`` trains;
 * :func:`~gpflux_avdgp.predict_mixture` pads the last partial batch, so prediction under
   XLA compiles one program for a data set of any length, and the padding does not change the

@@ -9,9 +9,9 @@ import gpflow
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from ..cholesky import jittered_cholesky
-from ..conditionals import amortized_conditional, amortized_kl
-from ..covariances import pointwise_covariances
+from ..core.cholesky import jittered_cholesky
+from ..core.conditionals import amortized_conditional, amortized_kl
+from ..core.covariances import pointwise_covariances
 from ..inference import AffineInference, InducingInit, MLPInference
 from ..kernels import (
     KERNELS,

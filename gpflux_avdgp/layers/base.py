@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from ..mixture import GaussianMixture, mixture_width_to_dim, to_mixture
+from ..core.mixture import GaussianMixture, mixture_width_to_dim, to_mixture
 from ..propagation import Propagated, PropagationRule, propagate
 from ..validation import check_choice, check_optional_positive_int, check_positive_int
 from .module_state import GPflowModuleState
@@ -51,7 +51,7 @@ class KLConvention(str, enum.Enum):
 
 
 class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer):
-    """A GP layer whose input and output are packed mixtures (see :mod:`gpflux_avdgp.mixture`).
+    """A GP layer whose input and output are packed mixtures (see :mod:`gpflux_avdgp.core.mixture`).
 
     Subclasses implement :meth:`_components`, mapping the propagated locations to the
     per-component means and variances of their outputs and the layer's loss term.
