@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from gpflux_avdgp.experiments.data import Standardizer, load_dataset, split_dataset
+from gpflux_avdgp.data import Standardizer, load_dataset, split_dataset
 from gpflux_avdgp.experiments.runner import TrainConfig, float_type, standardise_split
 from gpflux_avdgp.experiments.zoo import ModelSpec, build_model
 

@@ -31,7 +31,7 @@ import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from gpflux_avdgp.experiments.data import Standardizer, load_dataset, split_dataset
+from gpflux_avdgp.data import Standardizer, load_dataset, split_dataset
 from gpflux_avdgp.experiments.runner import (
     TrainConfig,
     fit_model,

@@ -141,8 +141,7 @@ def profile(args) -> dict:
     import numpy as np
     import tensorflow as tf
 
-    from gpflux_avdgp.batching import epoch_shuffled_batches
-    from gpflux_avdgp.experiments.data import Standardizer, load_dataset, split_dataset
+    from gpflux_avdgp.data import Standardizer, epoch_shuffled_batches, load_dataset, split_dataset
     from gpflux_avdgp.experiments.runner import float_type
 
     split = split_dataset(load_dataset(DATA_ROOT / args.dataset), seed=0, split=0)

@@ -59,7 +59,7 @@ def time_point(sweep: str, value: int, x, y, steps: int, batch_size: int) -> dic
     """Train one point twice over its minibatches; time the second pass."""
     from gpflow.keras import tf_keras
 
-    from gpflux_avdgp.batching import epoch_shuffled_batches
+    from gpflux_avdgp.data import epoch_shuffled_batches
     from gpflux_avdgp.experiments.runner import EpochProgress
     from gpflux_avdgp.experiments.zoo import build_model
 

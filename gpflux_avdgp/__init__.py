@@ -14,6 +14,7 @@ from .callbacks import ValidationNLL
 from .core.conditionals import amortized_conditional, amortized_kl
 from .core.covariances import pointwise_covariances
 from .core.mixture import GaussianMixture, to_mixture
+from .data import ShardStatistics, csv_shard_dataset, resolve_shards, scan_csv_shards
 from .inference import AffineInference, AmortizedParameters, InducingInit, MLPInference
 from .layers import (
     AmortizedGPLayer,
@@ -29,7 +30,6 @@ from .prediction import PredictiveMixture, predict_mixture
 from .propagation import PropagationRule, propagate
 from .saving import ModelFileError, load_model
 from .serving import export
-from .streaming import ShardStatistics, csv_shard_dataset, resolve_shards, scan_csv_shards
 
 __version__ = "0.1.0"
 

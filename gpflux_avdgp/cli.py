@@ -287,8 +287,8 @@ def _demo(args) -> int:
 def _fit(args) -> int:
     if _streams(args):
         return _fit_streaming(args)
+    from .data import Standardizer, check_binary_targets, load_dataset, split_dataset
     from .distribute import is_chief, worker_name
-    from .experiments.data import Standardizer, check_binary_targets, load_dataset, split_dataset
     from .experiments.runner import run, standardise_split
 
     _check_output_paths(args.json, args.save)
@@ -415,7 +415,7 @@ def _fit_strategy(name: str):
 def _streams(args) -> bool:
     """Whether ``fit`` streams DATA as CSV shards: with ``--test-data``, or when DATA is a glob
     pattern or a folder of CSV files without the UCI layout's ``data.csv(.gz)``."""
-    from .streaming import has_glob_characters
+    from .data import has_glob_characters
 
     if args.test_data is not None:
         return True
@@ -435,9 +435,8 @@ def _fit_streaming(args) -> int:
     ``ceil(--test-fraction x shards)`` of DATA's) are streamed and scored chunk by chunk."""
     import math
 
-    from .experiments.data import DataError
+    from .data import DataError, resolve_shards, scan_csv_shards
     from .experiments.streaming_runner import run_streaming
-    from .streaming import resolve_shards, scan_csv_shards
 
     _check_output_paths(args.json, args.save)
     if args.split is not None:
@@ -655,7 +654,7 @@ def _one_line(error: Exception) -> str:
 
 def _load_saved_run(model_dir: str, command: str) -> SavedRun:
     """Read ``MODEL_DIR`` (``run.json`` and ``model.keras``) or raise a one-line UsageError."""
-    from .experiments.data import Standardizer
+    from .data import Standardizer
     from .experiments.runner import FLOAT_TYPES, float_type
 
     where = f"avdgp {command}: MODEL_DIR {model_dir}"
@@ -724,7 +723,7 @@ def _load_saved_run(model_dir: str, command: str) -> SavedRun:
 def _feature_columns(data: str, num_features: int, target) -> np.ndarray:
     """Read DATA's feature columns ``[N, D]``: DATA holds exactly the ``D`` features, or
     ``D + 1`` columns one of which is the target (chosen by ``target``), which is dropped."""
-    from .experiments.data import DataError, load_dataset
+    from .data import DataError, load_dataset
 
     lower = data.lower()
     try:
@@ -760,11 +759,11 @@ def _feature_columns(data: str, num_features: int, target) -> np.ndarray:
 
 def _single_column(data: str) -> np.ndarray:
     """A one-column CSV file as ``[N, 1]`` (``load_dataset`` needs a target column too)."""
-    from .experiments.data import _check_finite_table, _read_csv
+    from .data.tables import check_finite_table, read_csv
 
     path = Path(data)
-    table = _read_csv(path, data)
-    _check_finite_table(table, path, data)
+    table = read_csv(path, data)
+    check_finite_table(table, path, data)
     return table.values
 
 
@@ -925,7 +924,7 @@ def _is_lost_worker(error: Exception) -> bool:
 
 
 def _report(error: Exception) -> int:
-    from .experiments.data import DataError
+    from .data import DataError
     from .experiments.runner import TrainingDiverged
 
     message = " ".join(str(error).split()) or type(error).__name__

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpflux_avdgp.experiments.data import (
+from gpflux_avdgp.data import (
     DataError,
     Dataset,
     Standardizer,

@@ -14,9 +14,8 @@ import tensorflow as tf
 
 from gpflux_avdgp import AmortizedGPLayer, PredictiveMixture, SigmaPointGPLayer
 from gpflux_avdgp._quiet_tensorflow import _is_noise
-from gpflux_avdgp.batching import epoch_shuffled_batches
+from gpflux_avdgp.data import Split, Standardizer, epoch_shuffled_batches
 from gpflux_avdgp.experiments import bench, demo, runner, zoo
-from gpflux_avdgp.experiments.data import Split, Standardizer
 from gpflux_avdgp.inference import MLPInference
 from gpflux_avdgp.objectives import Objective
 from gpflux_avdgp.propagation import PropagationRule

@@ -21,7 +21,7 @@ from gpflow.keras import tf_keras
 
 import gpflux_avdgp
 from gpflux_avdgp import metrics
-from gpflux_avdgp.experiments.data import Standardizer
+from gpflux_avdgp.data import Standardizer
 from gpflux_avdgp.serving import METADATA_FILE, SIGNATURES
 
 BATCH_SIZES = (1, 7, 50)

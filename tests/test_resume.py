@@ -24,8 +24,7 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 
 import gpflux_avdgp
-from gpflux_avdgp.batching import epoch_shuffled_batches
-from gpflux_avdgp.experiments.data import Split
+from gpflux_avdgp.data import Split, epoch_shuffled_batches
 from gpflux_avdgp.experiments.runner import (
     EpochProgress,
     TrainConfig,
@@ -316,7 +315,7 @@ def test_gradient_failure_is_described_with_its_layer():
 def test_float32_training_on_standardised_uci_data_stays_finite():
     """A short float32 run of the paper's 3-layer AVDGP on a UCI split (see the benchmark
     ``benchmarks/float32_robustness.py`` for the longer measurement)."""
-    from gpflux_avdgp.experiments.data import Standardizer, load_dataset, split_dataset
+    from gpflux_avdgp.data import Standardizer, load_dataset, split_dataset
     from gpflux_avdgp.experiments.runner import standardise_split
 
     root = Path(__file__).resolve().parents[2] / "shared" / "data" / "uci" / "concrete"

@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from gpflux_avdgp.experiments.data import Split
+from gpflux_avdgp.data import Split
 from gpflux_avdgp.experiments.runner import (
     EpochProgress,
     TrainConfig,

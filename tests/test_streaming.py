@@ -1,4 +1,4 @@
-"""Data larger than memory: CSV shards streamed through ``tf.data`` (``gpflux_avdgp.streaming``).
+"""Data larger than memory: CSV shards streamed through ``tf.data`` (``gpflux_avdgp.data``).
 
 * NumPy references: the one-pass statistics equal NumPy's moments of the concatenated shards
   (plain and gzip, with and without a header, many chunks, a large offset); the pipeline yields
@@ -30,15 +30,16 @@ from gpflow.keras import tf_keras
 
 import gpflux_avdgp
 from gpflux_avdgp.cli import main
-from gpflux_avdgp.experiments.data import DataError, Standardizer
-from gpflux_avdgp.experiments.runner import TrainConfig, fit_model_on_dataset, float_type
-from gpflux_avdgp.experiments.zoo import ModelSpec, build_model
-from gpflux_avdgp.streaming import (
+from gpflux_avdgp.data import (
+    DataError,
     ShardStatistics,
+    Standardizer,
     csv_shard_dataset,
     resolve_shards,
     scan_csv_shards,
 )
+from gpflux_avdgp.experiments.runner import TrainConfig, fit_model_on_dataset, float_type
+from gpflux_avdgp.experiments.zoo import ModelSpec, build_model
 
 SCRIPT = Path(__file__).parent / "scripts" / "stream_memory.py"
 TINY = ["--epochs", "2", "--batch-size", "50", "--points", "4", "--quiet"]

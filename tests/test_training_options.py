@@ -12,8 +12,8 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 
 from gpflux_avdgp import AmortizedGPLayer, AVDGPLoss, ValidationNLL, build_avdgp, predict_mixture
+from gpflux_avdgp.data import Split
 from gpflux_avdgp.experiments import runner, zoo
-from gpflux_avdgp.experiments.data import Split
 
 
 def _data(rng, n=120):

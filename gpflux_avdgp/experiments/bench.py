@@ -24,8 +24,8 @@ import numpy as np
 import tensorflow as tf
 
 from .. import metrics
+from ..data import DataError, Dataset, Standardizer, load_dataset, split_dataset, uci_dataset_path
 from . import plots
-from .data import DataError, Dataset, Standardizer, load_dataset, split_dataset, uci_dataset_path
 from .runner import TrainConfig, TrainingDiverged, run, standardise_split
 from .zoo import ModelSpec, model_label, parse_model_name
 

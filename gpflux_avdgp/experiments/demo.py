@@ -19,10 +19,10 @@ import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
+from ..data import Standardizer
 from ..prediction import predict_mixture
 from ..validation import check_positive_int
 from . import plots
-from .data import Standardizer
 from .runner import EpochProgress, TrainConfig, fit_model, float_type, score_prediction
 from .toy import toy_splits
 from .zoo import ModelSpec, Task, build_model

@@ -26,8 +26,8 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 
 from .. import metrics
-from ..batching import epoch_shuffled_batches
 from ..callbacks import ValidationNLL
+from ..data import Split, Standardizer, epoch_shuffled_batches
 from ..distribute import (
     UnevenBatchesWarning,
     barrier,
@@ -40,7 +40,6 @@ from ..layers.base import NON_FINITE_MESSAGE
 from ..prediction import PredictiveMixture, predict_mixture
 from ..presets import training_options
 from ..validation import check_choice, check_positive_int
-from .data import Split, Standardizer
 from .zoo import BuiltModel, ModelSpec, Task, build_model
 
 __all__ = [
@@ -238,7 +237,7 @@ def fit_model(
 ) -> EpochProgress:
     """Compile ``built.model`` with Adam and its loss and fit ``(inputs [N, D], targets [N, 1])``.
 
-    Batches come from :func:`~gpflux_avdgp.batching.epoch_shuffled_batches` (the order of
+    Batches come from :func:`~gpflux_avdgp.data.epoch_shuffled_batches` (the order of
     epoch ``e`` depends only on the seed and ``e``). With ``backup_dir``, a
     ``tf_keras.callbacks.BackupAndRestore`` there saves the model, optimizer and draw counters
     after every epoch, and a run that was interrupted resumes from its last finished epoch
@@ -288,7 +287,7 @@ def fit_model_on_dataset(
     backup_dir: Optional[Path] = None,
 ) -> EpochProgress:
     """:func:`fit_model` on a ``tf.data`` pipeline instead of arrays, e.g. CSV shards streamed
-    by :func:`gpflux_avdgp.streaming.csv_shard_dataset`.
+    by :func:`gpflux_avdgp.data.csv_shard_dataset`.
 
     ``config.batch_size`` and ``config.seed`` are the pipeline's business; ``config.epochs``
     and ``config.learning_rate`` are used. The model's ``num_data`` must be the number of

@@ -2,8 +2,8 @@
 
 The counterpart of :func:`~gpflux_avdgp.experiments.runner.run` for data larger than memory
 (``avdgp fit 'shards/*.csv.gz'``): the training shards are scanned once for their row count and
-standardiser (:func:`~gpflux_avdgp.streaming.scan_csv_shards`), then streamed every epoch
-(:func:`~gpflux_avdgp.streaming.csv_shard_dataset`); the test shards are streamed in chunks,
+standardiser (:func:`~gpflux_avdgp.data.scan_csv_shards`), then streamed every epoch
+(:func:`~gpflux_avdgp.data.csv_shard_dataset`); the test shards are streamed in chunks,
 each chunk predicted and scored, and the chunk scores merged. The result record has the keys
 of ``run``'s (no validation set: ``n_val`` 0, ``val`` ``None``).
 """
@@ -23,10 +23,9 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 
 from .. import metrics
+from ..data import DataError, ShardStatistics, Standardizer, csv_shard_dataset
 from ..prediction import predict_mixture
-from ..streaming import ShardStatistics, csv_shard_dataset
 from ..validation import check_choice, check_positive_int
-from .data import DataError, Standardizer
 from .runner import (
     BACKUP_DIR,
     SETTINGS_FILE,
@@ -239,7 +238,7 @@ def run_streaming(
 ) -> dict:
     """Train ``spec`` on the streamed training shards and score it on the test shards.
 
-    Every epoch streams ``train`` through :func:`~gpflux_avdgp.streaming.csv_shard_dataset`
+    Every epoch streams ``train`` through :func:`~gpflux_avdgp.data.csv_shard_dataset`
     (standardised by ``standardizer``, shard order and a ``shuffle_buffer``-line buffer
     shuffled by ``config.seed`` and the epoch read from the optimizer's step counter, so a run
     interrupted under ``save_dir`` resumes exactly). The model's ``num_data`` is

@@ -35,7 +35,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from gpflow.keras import tf_keras  # noqa: E402
 
-from gpflux_avdgp.batching import epoch_shuffled_batches  # noqa: E402
+from gpflux_avdgp.data import epoch_shuffled_batches  # noqa: E402
 from gpflux_avdgp.distribute import shard_global_batches  # noqa: E402
 from gpflux_avdgp.experiments.runner import TrainConfig, fit_model, float_type  # noqa: E402
 from gpflux_avdgp.experiments.zoo import ModelSpec, build_model  # noqa: E402

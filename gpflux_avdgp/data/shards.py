@@ -1,0 +1,379 @@
+"""CSV shards: a data set larger than memory as a list of files, checked and summarised in one
+pass.
+
+A data set is a list of *shards*, plain or gzip-compressed CSV files with the same columns (a
+header row in all of them or in none, the same delimiter). :func:`scan_csv_shards` reads every
+shard once, chunk by chunk, with TensorFlow's CSV parser: it checks every cell (a bad cell is a
+:class:`~gpflux_avdgp.data.csv_format.DataError` naming the file, line and column), counts the
+rows and merges per-column means and variances in float64 (Chan et al.'s pairwise update), so
+the standardiser needs no full load (:meth:`ShardStatistics.standardizer`). The training
+pipeline over the shards is :func:`~gpflux_avdgp.data.pipeline.csv_shard_dataset`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Union
+
+import numpy as np
+import tensorflow as tf
+
+from ..validation import check_positive_int
+from .csv_format import (
+    DELIMITER_NAMES,
+    DataError,
+    locate_parse_error,
+    readonly,
+    records,
+    resolve_target,
+    sniff_layout,
+)
+from .shard_files import ShardSource, resolve_shards
+from .standardizer import Standardizer
+
+__all__ = ["ShardStatistics", "scan_csv_shards"]
+
+
+_BOM = b"\xef\xbb\xbf"
+#: Distinct target values :func:`scan_csv_shards` keeps (enough to name a non-binary target).
+_MAX_TARGET_VALUES = 11
+
+
+@dataclass(frozen=True)
+class _ShardLayout:
+    """A shard's :class:`~gpflux_avdgp.data.csv_format.CsvLayout` with its path."""
+
+    path: Path
+    delimiter: str
+    num_columns: int
+    header: Optional[tuple[str, ...]]
+    skip_lines: int  # lines before the data: the header's line number, 0 without a header
+
+
+def _starts_with_bom(path: Path) -> bool:
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    with opener(path, "rb") as handle:
+        return handle.read(len(_BOM)) == _BOM
+
+
+def _read_layout(path: Path) -> _ShardLayout:
+    label = str(path)
+    layout = sniff_layout(path, label, what="shard")
+    try:
+        bom = _starts_with_bom(path)
+    except (OSError, EOFError) as error:
+        raise DataError(f"{label}: could not read the file ({error})") from None
+    if bom and layout.header is None:
+        raise DataError(
+            f"{label}: starts with a UTF-8 byte-order mark but has no header row; remove the "
+            "mark or add a header"
+        )
+    skip = layout.first_line if layout.header is not None else 0
+    return _ShardLayout(path, layout.delimiter, layout.num_columns, layout.header, skip)
+
+
+def _common_layout(layouts: list[_ShardLayout]) -> _ShardLayout:
+    """The layout all shards share, or a :class:`DataError` naming the first that differs."""
+    first = layouts[0]
+    for other in layouts[1:]:
+        where = f"{other.path}: differs from {first.path}"
+        if other.delimiter != first.delimiter:
+            raise DataError(
+                f"{where}: {DELIMITER_NAMES[other.delimiter]}-delimited, not "
+                f"{DELIMITER_NAMES[first.delimiter]}-delimited"
+            )
+        if (other.header is None) != (first.header is None):
+            has = "has a header row" if other.header is not None else "has no header row"
+            raise DataError(f"{where}: {has} (all shards need one, or none)")
+        if other.num_columns != first.num_columns:
+            raise DataError(f"{where}: {other.num_columns} columns, not {first.num_columns}")
+        if other.header != first.header:
+            raise DataError(
+                f"{where}: header ({', '.join(other.header)}) is not "
+                f"({', '.join(first.header)})"
+            )
+    return first
+
+
+class _RunningMoments:
+    """Count, mean, sum of squared deviations and largest magnitude per column, merged chunk by
+    chunk with Chan, Golub and LeVeque's pairwise update.
+
+    The moments are kept for the data minus a shift, the first row seen, so that the merged
+    means are of small numbers and keep their absolute precision: for a column like
+    ``1e9 + N(0, 1e-3)`` the standard deviation stays accurate to about ``1e-9`` (a running
+    mean near ``1e9`` would carry rounding errors of ``1e-7`` into every merge).
+    """
+
+    def __init__(self, num_columns: int):
+        self.count = 0
+        self.shift = np.zeros(num_columns)  # [C], the first row
+        self.shifted_mean = np.zeros(num_columns)  # [C], mean of (x - shift)
+        self.squares = np.zeros(num_columns)  # [C], sum of (x - mean)^2
+        self.max_abs = np.zeros(num_columns)  # [C]
+
+    def update(self, chunk: np.ndarray) -> None:
+        """Merge ``chunk`` [n, C] (float64)."""
+        n = chunk.shape[0]
+        if n == 0:
+            return
+        if self.count == 0:
+            self.shift = chunk[0].copy()
+        centred = chunk - self.shift  # [n, C]
+        chunk_mean = centred.mean(axis=0)  # [C]
+        chunk_squares = np.square(centred - chunk_mean).sum(axis=0)  # [C]
+        total = self.count + n
+        delta = chunk_mean - self.shifted_mean  # [C]
+        self.shifted_mean = self.shifted_mean + delta * (n / total)
+        self.squares = self.squares + chunk_squares + delta**2 * (self.count * n / total)
+        self.max_abs = np.maximum(self.max_abs, np.abs(chunk).max(axis=0))
+        self.count = total
+
+    @property
+    def mean(self) -> np.ndarray:
+        """Mean per column, [C]."""
+        return self.shift + self.shifted_mean
+
+    @property
+    def std(self) -> np.ndarray:
+        """Population standard deviation per column (NumPy's ``std``, ``ddof=0``), [C]."""
+        return np.sqrt(self.squares / max(self.count, 1))
+
+
+@dataclass(frozen=True, eq=False)
+class ShardStatistics:
+    """What one pass over the shards found: layout, row counts and column moments.
+
+    :param shards: the shard files, in the order of :func:`resolve_shards`.
+    :param delimiter: the column delimiter they share.
+    :param header: the column names of the header row they share, or ``None``.
+    :param target_index: the 0-based column of the target.
+    :param skip_lines: per shard, the lines before its data (the header's line number, or 0).
+    :param rows_per_shard: per shard, the data rows (blank lines not counted).
+    :param lines_per_shard: per shard, the lines after ``skip_lines`` (blank lines included):
+        what the pipeline reads.
+    :param column_mean: ``[C]`` mean of every column (float64).
+    :param column_std: ``[C]`` population standard deviation of every column.
+    :param column_max_abs: ``[C]`` largest magnitude of every column.
+    :param target_values: the distinct target values, sorted; at most 11 are kept, so 11 means
+        "11 or more".
+    """
+
+    shards: tuple[Path, ...]
+    delimiter: str
+    header: Optional[tuple[str, ...]]
+    target_index: int
+    skip_lines: tuple[int, ...]
+    rows_per_shard: tuple[int, ...]
+    lines_per_shard: tuple[int, ...]
+    column_mean: np.ndarray
+    column_std: np.ndarray
+    column_max_abs: np.ndarray
+    target_values: tuple[float, ...]
+
+    @property
+    def num_rows(self) -> int:
+        """``N``, data rows in all shards (the ``num_data`` of the model's KL scaling)."""
+        return int(sum(self.rows_per_shard))
+
+    @property
+    def num_lines(self) -> int:
+        """Data lines in all shards, blank ones included."""
+        return int(sum(self.lines_per_shard))
+
+    @property
+    def num_columns(self) -> int:
+        """``C = D + 1`` columns."""
+        return int(self.column_mean.shape[0])
+
+    @property
+    def num_features(self) -> int:
+        """``D``, input columns."""
+        return self.num_columns - 1
+
+    @property
+    def feature_index(self) -> list[int]:
+        """The ``D`` input columns, in file order."""
+        return [i for i in range(self.num_columns) if i != self.target_index]
+
+    @property
+    def feature_names(self) -> Optional[list[str]]:
+        """Names of the input columns (from the header), or ``None``."""
+        return None if self.header is None else [self.header[i] for i in self.feature_index]
+
+    @property
+    def target_name(self) -> Optional[str]:
+        """Name of the target column (from the header), or ``None``."""
+        return None if self.header is None else self.header[self.target_index]
+
+    def standardizer(self, *, standardize_targets: bool = True) -> Standardizer:
+        """The :class:`~gpflux_avdgp.data.Standardizer` of these rows: equal (up to
+        round-off) to ``Standardizer.fit`` on the loaded data, constant columns scaled by 1.
+
+        :param standardize_targets: ``False`` leaves the targets as they are (classification).
+        """
+        mean, std, max_abs = self.column_mean, self.column_std, self.column_max_abs
+        safe = np.where(std <= 1e-12 * max_abs, 1.0, std)  # the rule of Standardizer.fit
+        features = self.feature_index
+        target = self.target_index
+        return Standardizer(
+            x_mean=readonly(mean[features]),
+            x_std=readonly(safe[features]),
+            y_mean=float(mean[target]) if standardize_targets else 0.0,
+            y_std=float(safe[target]) if standardize_targets else 1.0,
+        )
+
+    def target_classes(self) -> tuple[float, float]:
+        """The two target values of a classification data set, smaller first.
+
+        :raises DataError: if the target does not take exactly two values.
+        """
+        values = self.target_values
+        if len(values) != 2:
+            shown = ", ".join(f"{v:g}" for v in values[: _MAX_TARGET_VALUES - 1])
+            more = " or more" if len(values) >= _MAX_TARGET_VALUES else ""
+            raise DataError(
+                f"classification needs exactly 2 distinct target values, found "
+                f"{len(values)}{more}: {shown}{', ...' if more else ''}"
+            )
+        return float(values[0]), float(values[1])
+
+    def __repr__(self) -> str:
+        return (
+            f"ShardStatistics(shards={len(self.shards)}, num_rows={self.num_rows}, "
+            f"num_features={self.num_features}, target_index={self.target_index})"
+        )
+
+
+def compression(path: Path) -> str:
+    return "GZIP" if path.name.lower().endswith(".gz") else ""
+
+
+def decode_lines(lines: tf.Tensor, num_columns: int, delimiter: str, skip_blank: bool) -> tf.Tensor:
+    """CSV lines ``[B]`` as a float64 table ``[B', C]`` (``B' < B`` when blank lines are
+    dropped). Every field is required: an empty or non-numeric cell raises
+    ``InvalidArgumentError``."""
+    if skip_blank:
+        lines = tf.boolean_mask(lines, tf.strings.length(lines) > 0)  # [B']
+    defaults = [tf.constant([], dtype=tf.float64)] * num_columns
+    columns = tf.io.decode_csv(lines, record_defaults=defaults, field_delim=delimiter)  # C x [B']
+    return tf.stack(columns, axis=1)  # [B', C]
+
+
+def _first_non_finite(path: Path, label: str, layout: _ShardLayout, count: int) -> DataError:
+    """Describe the first NaN/inf cell of ``path`` (``count`` of them in the shard)."""
+    plural = "value is" if count == 1 else "values are"
+    for line_no, cells in records(path, layout.delimiter, layout.skip_lines + 1):
+        for col, cell in enumerate(cells, start=1):
+            try:
+                value = float(cell)
+            except ValueError:
+                continue
+            if not math.isfinite(value):
+                return DataError(
+                    f"{label}: {count} {plural} NaN or infinite (first at row {line_no}, "
+                    f"column {col}: {value!r})"
+                )
+    return DataError(f"{label}: {count} {plural} NaN or infinite")
+
+
+def _scan_shard(
+    layout: _ShardLayout,
+    num_columns: int,
+    target_index: int,
+    moments: _RunningMoments,
+    target_values: set,
+    chunk_rows: int,
+) -> tuple[int, int]:
+    """Merge one shard's rows into ``moments``; returns ``(rows, lines)``."""
+    path, label = layout.path, str(layout.path)
+    lines = tf.data.TextLineDataset(str(path), compression_type=compression(path))
+    lines = lines.skip(layout.skip_lines).batch(chunk_rows)
+    chunks = lines.map(
+        lambda batch: (
+            decode_lines(batch, num_columns, layout.delimiter, skip_blank=True),
+            tf.size(batch),
+        )
+    ).prefetch(1)
+    rows = num_lines = non_finite = 0
+    try:
+        for table, size in chunks:
+            values = table.numpy()  # [n, C]
+            num_lines += int(size)
+            rows += values.shape[0]
+            finite = np.isfinite(values)
+            if not finite.all():
+                non_finite += int(values.size - finite.sum())
+                continue  # count the rest of the shard, then name the first bad cell
+            if non_finite:
+                continue
+            moments.update(values)
+            if len(target_values) < _MAX_TARGET_VALUES:
+                target_values.update(np.unique(values[:, target_index]).tolist())
+    except tf.errors.OpError as error:
+        message = " ".join(str(error.message).split("\n")[0].split())
+        raise locate_parse_error(
+            path,
+            label,
+            layout.skip_lines + 1,
+            layout.delimiter,
+            list(layout.header) if layout.header else None,
+            message,
+        ) from None
+    if non_finite:
+        raise _first_non_finite(path, label, layout, non_finite)
+    if rows == 0:
+        raise DataError(f"{label}: has a header but no data rows")
+    return rows, num_lines
+
+
+def scan_csv_shards(
+    shards: ShardSource, *, target: Union[int, str] = -1, chunk_rows: int = 8192
+) -> ShardStatistics:
+    """Read every shard once: check it, count its rows and merge the column moments.
+
+    Every cell must be a finite number, as for :func:`~gpflux_avdgp.data.load_dataset`
+    (blank lines are skipped). Memory: one chunk of ``chunk_rows`` rows at a time.
+
+    :param shards: see :func:`resolve_shards`.
+    :param target: target column: an index (``-1``: the last) or a header name.
+    :param chunk_rows: lines parsed per step.
+    :raises DataError: for no match, an empty or unreadable shard, shards that differ in
+        delimiter, header or column count, a cell that is not a number (naming file, line and
+        column) or a NaN/inf value.
+    """
+    chunk_rows = check_positive_int("chunk_rows", chunk_rows)
+    paths = resolve_shards(shards)
+    layouts = [_read_layout(path) for path in paths]
+    layout = _common_layout(layouts)
+    if layout.num_columns < 2:
+        raise DataError(
+            f"{layout.path}: found 1 column; need at least 2 (one or more inputs and the target)"
+        )
+    header = list(layout.header) if layout.header else None
+    target_index = resolve_target(target, layout.num_columns, header, str(layout.path))
+    moments = _RunningMoments(layout.num_columns)
+    target_values: set = set()
+    rows, lines = [], []
+    for shard in layouts:
+        shard_rows, shard_lines = _scan_shard(
+            shard, layout.num_columns, target_index, moments, target_values, chunk_rows
+        )
+        rows.append(shard_rows)
+        lines.append(shard_lines)
+    return ShardStatistics(
+        shards=tuple(paths),
+        delimiter=layout.delimiter,
+        header=layout.header,
+        target_index=target_index,
+        skip_lines=tuple(shard.skip_lines for shard in layouts),
+        rows_per_shard=tuple(rows),
+        lines_per_shard=tuple(lines),
+        column_mean=readonly(moments.mean),
+        column_std=readonly(moments.std),
+        column_max_abs=readonly(moments.max_abs),
+        target_values=tuple(sorted(target_values))[:_MAX_TARGET_VALUES],
+    )
