@@ -605,7 +605,8 @@ def test_cli_classification_test_labels_must_be_training_labels(capsys, tmp_path
 def test_uci_folder_is_not_streamed(tmp_path):
     """A folder with data.csv(.gz) keeps the UCI layout; a folder of other CSV files, a
     pattern or --test-data stream."""
-    from gpflux_avdgp.cli import _streams, build_parser
+    from gpflux_avdgp.cli import build_parser
+    from gpflux_avdgp.cli.fit import _streams
 
     def streams(*args):
         return _streams(build_parser().parse_args(["fit", *map(str, args)]))

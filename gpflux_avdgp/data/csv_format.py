@@ -24,6 +24,7 @@ import numpy as np
 __all__ = [
     "CsvLayout",
     "DataError",
+    "TooFewColumnsError",
     "is_number",
     "locate_parse_error",
     "open_text",
@@ -41,6 +42,11 @@ MAX_LISTED = 10
 
 class DataError(ValueError):
     """Bad input data; the message is one line meant for the user, without a traceback."""
+
+
+class TooFewColumnsError(DataError):
+    """A table with one column where inputs and a target need two (``avdgp predict`` reads such
+    a file as the one feature of a one-feature model)."""
 
 
 def readonly(array: np.ndarray) -> np.ndarray:

@@ -26,6 +26,7 @@ import numpy as np
 
 from .csv_format import (
     DataError,
+    TooFewColumnsError,
     locate_parse_error,
     open_text,
     records,
@@ -129,7 +130,7 @@ def check_finite_table(table: CsvTable, path: Path, label: str) -> None:
 def _dataset_from_table(name: str, table: CsvTable, target: object, label: str) -> Dataset:
     num_columns = table.values.shape[1]
     if num_columns < 2:
-        raise DataError(
+        raise TooFewColumnsError(
             f"{label}: found 1 column; need at least 2 (one or more inputs and the target)"
         )
     index = resolve_target(target, num_columns, table.header, label)

@@ -1,0 +1,47 @@
+"""``avdgp bench``: models over UCI data sets and seeds with the paper's protocol."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .common import progress_stream
+from .parser import UsageError
+
+__all__ = ["bench_command"]
+
+
+def bench_command(args) -> int:
+    from ..experiments.bench import BenchSettings, run_bench
+    from ..experiments.zoo import parse_model_name
+
+    models = [name for name in args.models.split(",") if name.strip()]
+    for name in models:
+        parse_model_name(name)  # unknown names fail before any training
+    datasets = [name.strip() for name in args.datasets.split(",") if name.strip()]
+    if not datasets:
+        raise UsageError("avdgp bench: --datasets is empty")
+    settings = BenchSettings(
+        datasets=datasets,
+        models=models,
+        seeds=args.seeds,
+        epochs=args.epochs,
+        dtype=args.dtype,
+        data_root=args.data_root,
+        max_rows=args.max_rows,
+        preset=args.preset,
+        training={
+            key: value
+            for key, value in (
+                ("learning_rate", args.learning_rate),
+                ("schedule", args.schedule),
+                ("restore_best", args.restore_best),
+                ("patience", args.patience),
+                ("steps_per_execution", args.steps_per_execution),
+            )
+            if value is not None
+        },
+    )
+    tables = run_bench(settings, args.out, stream=progress_stream(args))
+    print(tables.read_text())
+    print(f"Results in {Path(args.out)}/ (results.csv, tables.md, nll/rmse/crps.png)")
+    return 0

@@ -1,0 +1,22 @@
+"""``avdgp demo``: the paper's toy "DGP" letters problem on embedded data."""
+
+from __future__ import annotations
+
+from .common import progress_stream
+
+__all__ = ["demo_command"]
+
+
+def demo_command(args) -> int:
+    from ..experiments.demo import demo_settings, run_demo
+
+    settings = demo_settings(
+        args.full,
+        epochs=args.epochs,
+        num_points=args.num_points,
+        total_inducing=args.total_inducing,
+        seed=args.seed,
+        preset=args.preset,
+    )
+    run_demo(settings, args.out, stream=progress_stream(args))
+    return 0
