@@ -23,8 +23,9 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 
 from gpflux_avdgp.data import Standardizer, load_dataset, split_dataset
-from gpflux_avdgp.experiments.runner import TrainConfig, float_type, standardise_split
+from gpflux_avdgp.experiments.runner import standardise_split
 from gpflux_avdgp.experiments.zoo import ModelSpec, build_model
+from gpflux_avdgp.training import TrainConfig, float_type
 
 
 class BatchLosses(tf_keras.callbacks.Callback):

@@ -32,16 +32,11 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 
 from gpflux_avdgp.data import Standardizer, load_dataset, split_dataset
-from gpflux_avdgp.experiments.runner import (
-    TrainConfig,
-    fit_model,
-    float_type,
-    score_prediction,
-    standardise_split,
-)
+from gpflux_avdgp.experiments.runner import score_prediction, standardise_split
 from gpflux_avdgp.experiments.toy import toy_splits
 from gpflux_avdgp.experiments.zoo import ModelSpec, Task, build_model
 from gpflux_avdgp.prediction import predict_mixture
+from gpflux_avdgp.training import TrainConfig, fit_model, float_type
 
 
 class CurveRecorder(tf_keras.callbacks.Callback):

@@ -142,7 +142,7 @@ def profile(args) -> dict:
     import tensorflow as tf
 
     from gpflux_avdgp.data import Standardizer, epoch_shuffled_batches, load_dataset, split_dataset
-    from gpflux_avdgp.experiments.runner import float_type
+    from gpflux_avdgp.training import float_type
 
     split = split_dataset(load_dataset(DATA_ROOT / args.dataset), seed=0, split=0)
     scaler = Standardizer.fit(split.x_train, split.y_train)

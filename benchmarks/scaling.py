@@ -60,8 +60,8 @@ def time_point(sweep: str, value: int, x, y, steps: int, batch_size: int) -> dic
     from gpflow.keras import tf_keras
 
     from gpflux_avdgp.data import epoch_shuffled_batches
-    from gpflux_avdgp.experiments.runner import EpochProgress
     from gpflux_avdgp.experiments.zoo import build_model
+    from gpflux_avdgp.training import EpochProgress
 
     rows = value if sweep == "N" else steps * batch_size
     x, y = x[:rows], y[:rows]
@@ -136,7 +136,7 @@ def main(argv=None) -> int:
     if unknown:
         parser.error(f"--sweeps: unknown {unknown}; choose from {list(SWEEPS)}")
 
-    from gpflux_avdgp.experiments.runner import float_type
+    from gpflux_avdgp.training import float_type
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -75,9 +75,9 @@ def one_configuration(args) -> dict:
     from gpflow.keras import tf_keras
 
     from gpflux_avdgp.data import epoch_shuffled_batches
-    from gpflux_avdgp.experiments.runner import EpochProgress, float_type
     from gpflux_avdgp.experiments.zoo import ModelSpec, build_model
     from gpflux_avdgp.prediction import predict_mixture
+    from gpflux_avdgp.training import EpochProgress, float_type
 
     x_train, y_train, x_test = load(args.dataset, args.synthetic_rows)
     kind, rule = MODELS[args.model]

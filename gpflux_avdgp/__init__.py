@@ -10,7 +10,6 @@ from ._quiet_tensorflow import import_tensorflow_quietly
 import_tensorflow_quietly()
 
 from . import kernels, metrics
-from .callbacks import ValidationNLL
 from .core.conditionals import amortized_conditional, amortized_kl
 from .core.covariances import pointwise_covariances
 from .core.mixture import GaussianMixture, to_mixture
@@ -30,6 +29,7 @@ from .prediction import PredictiveMixture, predict_mixture
 from .propagation import PropagationRule, propagate
 from .saving import ModelFileError, load_model
 from .serving import export
+from .training.callbacks import ValidationNLL
 
 __version__ = "0.1.0"
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from gpflux_avdgp import AmortizedGPLayer, PredictiveMixture, SigmaPointGPLayer
+from gpflux_avdgp import AmortizedGPLayer, PredictiveMixture, SigmaPointGPLayer, training
 from gpflux_avdgp._quiet_tensorflow import _is_noise
 from gpflux_avdgp.data import Split, Standardizer, epoch_shuffled_batches
 from gpflux_avdgp.experiments import bench, demo, runner, zoo
@@ -156,9 +156,9 @@ def test_classification_models_use_a_bernoulli_likelihood():
 # ------------------------------------------------------------------------- runner
 def test_float_type_sets_and_restores_gpflow_defaults():
     before = gpflow.default_float(), gpflow.default_jitter()
-    with runner.float_type("float32"):
+    with training.float_type("float32"):
         assert gpflow.default_float() == np.float32
-        assert gpflow.default_jitter() == runner.JITTER["float32"]
+        assert gpflow.default_jitter() == training.JITTER["float32"]
         built = zoo.build_model(zoo.ModelSpec(num_layers=2), 3, 20)
         assert built.model.inputs[0].dtype == tf.float32
     assert (gpflow.default_float(), gpflow.default_jitter()) == before
@@ -176,15 +176,15 @@ def test_training_data_keeps_float64():
 
 def test_train_config_validates():
     with pytest.raises(ValueError, match="epochs"):
-        runner.TrainConfig(epochs=0)
+        training.TrainConfig(epochs=0)
     with pytest.raises(ValueError, match="learning_rate"):
-        runner.TrainConfig(learning_rate=-1.0)
+        training.TrainConfig(learning_rate=-1.0)
     with pytest.raises(ValueError, match="dtype"):
-        runner.TrainConfig(dtype="float16")
+        training.TrainConfig(dtype="float16")
 
 
 def test_epoch_progress_stops_on_a_non_finite_loss():
-    progress = runner.EpochProgress("m", stream=None)
+    progress = training.EpochProgress("m", stream=None)
 
     class _Model:
         stop_training = False
@@ -194,7 +194,9 @@ def test_epoch_progress_stops_on_a_non_finite_loss():
     progress.on_epoch_begin(0)
     progress.on_epoch_end(0, {"loss": 1.5})
     progress.on_epoch_begin(1)
-    with pytest.raises(runner.TrainingDiverged, match="m: the training loss became nan in epoch 2"):
+    with pytest.raises(
+        training.TrainingDiverged, match="m: the training loss became nan in epoch 2"
+    ):
         progress.on_epoch_end(1, {"loss": math.nan})
     assert progress.model.stop_training
     assert progress.losses[0] == 1.5 and len(progress.seconds) == 2
@@ -237,7 +239,7 @@ def test_run_returns_the_documented_record(rng):
     y = np.sin(x[:, :1]) + 0.1 * rng.standard_normal((120, 1))
     split = Split(x[:80], y[:80], x[80:90], y[80:90], x[90:], y[90:])
     spec = zoo.ModelSpec(num_layers=2, hidden_dims=[2], num_inducing=[3], num_points=3)
-    config = runner.TrainConfig(epochs=2, batch_size=40, seed=3)
+    config = training.TrainConfig(epochs=2, batch_size=40, seed=3)
     record = runner.run(spec, split, config, dataset="toy", stream=None)
     for key in ("model", "rule", "dataset", "n_train", "n_test", "dim", "epochs", "seed"):
         assert key in record

@@ -25,18 +25,17 @@ from gpflow.keras import tf_keras
 
 import gpflux_avdgp
 from gpflux_avdgp.data import Split, epoch_shuffled_batches
-from gpflux_avdgp.experiments.runner import (
+from gpflux_avdgp.experiments.runner import prepare_save_dir, run
+from gpflux_avdgp.experiments.zoo import ModelSpec, build_model
+from gpflux_avdgp.layers.base import NON_FINITE_MESSAGE
+from gpflux_avdgp.training import (
     EpochProgress,
     TrainConfig,
     TrainingDiverged,
-    _describe_non_finite_step,
     fit_model,
     float_type,
-    prepare_save_dir,
-    run,
 )
-from gpflux_avdgp.experiments.zoo import ModelSpec, build_model
-from gpflux_avdgp.layers.base import NON_FINITE_MESSAGE
+from gpflux_avdgp.training.fit import _describe_non_finite_step
 
 SCRIPT = Path(__file__).parent / "scripts" / "resumable_fit.py"
 

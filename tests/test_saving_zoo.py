@@ -25,8 +25,7 @@ from test_saving import (  # tests/ has no __init__.py: pytest puts it on sys.pa
 )
 
 import gpflux_avdgp
-from gpflux_avdgp import AmortizedGPLayer
-from gpflux_avdgp.experiments import runner
+from gpflux_avdgp import AmortizedGPLayer, training
 from gpflux_avdgp.experiments.zoo import ModelSpec, build_model
 
 #: (model, rule, task): every family, every AVDGP rule, both tasks.
@@ -108,7 +107,7 @@ def test_float32_model_round_trip(tmp_path, rng):
     x = x.astype(np.float32)
     spec = ModelSpec(model="dspp", num_layers=2, hidden_dims=[3], num_inducing=[4, 4], num_points=3)
     path = str(tmp_path / "model.keras")
-    with runner.float_type("float32"):
+    with training.float_type("float32"):
         built = build_model(spec, 2, len(x), inputs=x)
         *gp_layers, likelihood_layer = built.model.layers
         model = tf_keras.Sequential(

@@ -38,8 +38,8 @@ from gpflux_avdgp.data import (
     resolve_shards,
     scan_csv_shards,
 )
-from gpflux_avdgp.experiments.runner import TrainConfig, fit_model_on_dataset, float_type
 from gpflux_avdgp.experiments.zoo import ModelSpec, build_model
+from gpflux_avdgp.training import TrainConfig, fit_model_on_dataset, float_type
 
 SCRIPT = Path(__file__).parent / "scripts" / "stream_memory.py"
 TINY = ["--epochs", "2", "--batch-size", "50", "--points", "4", "--quiet"]

@@ -11,7 +11,14 @@ import pytest
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from gpflux_avdgp import AmortizedGPLayer, AVDGPLoss, ValidationNLL, build_avdgp, predict_mixture
+from gpflux_avdgp import (
+    AmortizedGPLayer,
+    AVDGPLoss,
+    ValidationNLL,
+    build_avdgp,
+    predict_mixture,
+    training,
+)
 from gpflux_avdgp.data import Split
 from gpflux_avdgp.experiments import runner, zoo
 
@@ -58,14 +65,14 @@ def test_unknown_inducing_init_is_one_line_error():
 
 # ------------------------------------------------------------------------- schedule
 def test_cosine_schedule_spans_all_epochs():
-    config = runner.TrainConfig(
+    config = training.TrainConfig(
         epochs=4, learning_rate=0.01, schedule="cosine", final_learning_fraction=0.1
     )
     schedule = config.learning_rate_for(steps_per_epoch=5)  # 20 steps in all
     rates = [float(schedule(step)) for step in (0, 10, 20, 40)]
     expected_middle = 0.01 * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 0.5)))
     np.testing.assert_allclose(rates, [0.01, expected_middle, 0.001, 0.001], rtol=1e-6)
-    assert runner.TrainConfig(learning_rate=0.02).learning_rate_for(5) == 0.02
+    assert training.TrainConfig(learning_rate=0.02).learning_rate_for(5) == 0.02
 
 
 @pytest.mark.parametrize(
@@ -83,17 +90,17 @@ def test_cosine_schedule_spans_all_epochs():
 )
 def test_train_config_rejects_bad_options(options, message):
     with pytest.raises(ValueError, match=message):
-        runner.TrainConfig(**options)
+        training.TrainConfig(**options)
 
 
 def test_fit_model_follows_the_schedule(rng):
     x, y = _data(rng, 60)
     spec = zoo.ModelSpec(num_layers=1, num_inducing=[3], seed=0)
     built = zoo.build_model(spec, 2, len(x))
-    config = runner.TrainConfig(
+    config = training.TrainConfig(
         epochs=3, batch_size=20, learning_rate=0.01, schedule="cosine", final_learning_fraction=0.0
     )
-    runner.fit_model(built, x, y, config)
+    training.fit_model(built, x, y, config)
     optimizer = built.model.optimizer
     assert int(optimizer.iterations) == 9
     assert float(optimizer.learning_rate) < 1e-3  # near the end of the half cosine (step 8 of 9)
@@ -132,7 +139,7 @@ def test_restore_best_ends_with_the_weights_of_the_best_epoch(rng):
     x, y = _data(rng, 160)
     split = Split(x[:100], y[:100], x[100:130], y[100:130], x[130:], y[130:])
     spec = zoo.ModelSpec(num_layers=1, num_inducing=[3], seed=0)
-    config = runner.TrainConfig(
+    config = training.TrainConfig(
         epochs=6, batch_size=20, learning_rate=0.3, seed=0, restore_best=True
     )
     record = runner.run(spec, split, config, dataset="toy", stream=None)
@@ -151,7 +158,7 @@ def test_patience_stops_with_the_best_epoch_of_the_full_run(rng):
     split = Split(x[:100], y[:100], x[100:130], y[100:130], x[130:], y[130:])
     spec = zoo.ModelSpec(num_layers=1, num_inducing=[3], seed=0)
     settings = dict(epochs=8, batch_size=20, learning_rate=0.3, seed=0, restore_best=True)
-    full = runner.run(spec, split, runner.TrainConfig(**settings), dataset="toy", stream=None)
+    full = runner.run(spec, split, training.TrainConfig(**settings), dataset="toy", stream=None)
     curve = [nll for _, nll in full["val_nll_curve"]]
     patience, best, expected_stop = 2, 0, len(curve)
     for epoch, nll in enumerate(curve):
@@ -163,7 +170,7 @@ def test_patience_stops_with_the_best_epoch_of_the_full_run(rng):
     stopped = runner.run(
         spec,
         split,
-        runner.TrainConfig(**settings, patience=patience),
+        training.TrainConfig(**settings, patience=patience),
         dataset="toy",
         stream=None,
         test_curve=True,
@@ -182,19 +189,19 @@ def test_patience_stops_with_the_best_epoch_of_the_full_run(rng):
 def test_patience_follows_the_preset_and_restore_best():
     from gpflux_avdgp.presets import DEFAULT_PATIENCE
 
-    assert runner.TrainConfig.from_preset().patience == DEFAULT_PATIENCE
-    assert runner.TrainConfig.from_preset(patience=0).patience is None  # 0: all epochs
-    assert runner.TrainConfig.from_preset(patience=3).patience == 3
-    assert runner.TrainConfig.from_preset(restore_best=False).patience is None
-    assert runner.TrainConfig.from_preset("paper").patience is None
+    assert training.TrainConfig.from_preset().patience == DEFAULT_PATIENCE
+    assert training.TrainConfig.from_preset(patience=0).patience is None  # 0: all epochs
+    assert training.TrainConfig.from_preset(patience=3).patience == 3
+    assert training.TrainConfig.from_preset(restore_best=False).patience is None
+    assert training.TrainConfig.from_preset("paper").patience is None
     with pytest.raises(ValueError, match="patience: stopping early needs restore_best"):
-        runner.TrainConfig.from_preset(restore_best=False, patience=3)
+        training.TrainConfig.from_preset(restore_best=False, patience=3)
 
 
 def test_restore_best_needs_validation_rows(rng):
     x, y = _data(rng, 60)
     split = Split(x[:40], y[:40], x[:0], y[:0], x[40:], y[40:])
-    config = runner.TrainConfig(epochs=1, batch_size=20, restore_best=True)
+    config = training.TrainConfig(epochs=1, batch_size=20, restore_best=True)
     with pytest.raises(ValueError, match="restore_best: selecting the best epoch needs validation"):
         runner.run(zoo.ModelSpec(num_layers=1, num_inducing=[3]), split, config, dataset="t")
 
@@ -205,7 +212,7 @@ def test_presets_set_the_documented_options():
 
     assert presets.layer_options("paper") == {"inducing_init": "input"}
     assert presets.layer_options() == {"inducing_init": "global"}
-    paper = runner.TrainConfig.from_preset("paper", epochs=3)
+    paper = training.TrainConfig.from_preset("paper", epochs=3)
     assert (
         paper.schedule,
         paper.restore_best,
@@ -213,7 +220,7 @@ def test_presets_set_the_documented_options():
         paper.epochs,
         paper.patience,
     ) == ("constant", False, 0.005, 3, None)
-    default = runner.TrainConfig.from_preset(learning_rate=None, schedule="constant")
+    default = training.TrainConfig.from_preset(learning_rate=None, schedule="constant")
     assert (default.schedule, default.restore_best, default.learning_rate, default.patience) == (
         "constant",
         True,

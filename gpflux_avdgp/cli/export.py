@@ -26,8 +26,8 @@ def _check_export_dir(value: str) -> None:
 
 
 def export_command(args) -> int:
-    from ..experiments.runner import float_type
     from ..serving import SIGNATURES, export
+    from ..training import float_type
 
     _check_export_dir(args.export_dir)
     saved = load_saved_run(args.model_dir, "export")

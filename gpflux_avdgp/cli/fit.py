@@ -27,8 +27,8 @@ def fit_command(args) -> int:
     if _streams(args):
         return _fit_streaming(args)
     from ..data import Standardizer, check_binary_targets, load_dataset, split_dataset
-    from ..distribute import is_chief, worker_name
     from ..experiments.runner import run, standardise_split
+    from ..training.distribute import is_chief, worker_name
 
     check_output_paths(args.json, args.save)
     strategy = _fit_strategy(args.strategy)  # before TensorFlow runs any operation
@@ -93,8 +93,8 @@ def model_spec(args):
 
 
 def train_config(args):
-    """The :class:`~gpflux_avdgp.experiments.runner.TrainConfig` of ``avdgp fit``."""
-    from ..experiments.runner import TrainConfig
+    """The :class:`~gpflux_avdgp.training.TrainConfig` of ``avdgp fit``."""
+    from ..training import TrainConfig
 
     return TrainConfig.from_preset(
         args.preset,
@@ -112,8 +112,8 @@ def train_config(args):
 
 @contextlib.contextmanager
 def _one_line_warnings():
-    """Show an :class:`~gpflux_avdgp.distribute.UnevenBatchesWarning` as one line."""
-    from ..distribute import UnevenBatchesWarning
+    """Show an :class:`~gpflux_avdgp.training.distribute.UnevenBatchesWarning` as one line."""
+    from ..training.distribute import UnevenBatchesWarning
 
     with warnings.catch_warnings():
         show = warnings.showwarning
@@ -131,7 +131,7 @@ def _fit_strategy(name: str):
     """The ``--strategy`` of ``fit`` (``None`` for ``default``); with ``$AVDGP_CPU_DEVICES``
     set, the CPU is first split into that many logical devices (MirroredStrategy on a machine
     without GPUs)."""
-    from ..distribute import TFConfigError, configure_cpu_devices, strategy_from_name
+    from ..training.distribute import TFConfigError, configure_cpu_devices, strategy_from_name
 
     cpus = os.environ.get(ENV_CPU_DEVICES, "").strip()
     if cpus:

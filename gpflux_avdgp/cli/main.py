@@ -73,7 +73,7 @@ def _is_lost_worker(error: Exception) -> bool:
 
 def _report(error: Exception) -> int:
     from ..data import DataError
-    from ..experiments.runner import TrainingDiverged
+    from ..training import TrainingDiverged
 
     message = " ".join(str(error).split()) or type(error).__name__
     if isinstance(error, TrainingDiverged):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..distribute import STRATEGY_NAMES
+from ..training.distribute import STRATEGY_NAMES
 
 __all__ = ["UsageError", "build_parser", "checked"]
 

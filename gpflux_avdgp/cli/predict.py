@@ -77,8 +77,8 @@ def _format_label(value: float) -> str:
 def _prediction_rows(saved: SavedRun, inputs: np.ndarray, batch_size: int) -> list[list[str]]:
     """The CSV rows (header first) of ``predict`` for raw features ``inputs`` ``[N, D]``."""
     from .. import metrics
-    from ..experiments.runner import float_type
     from ..prediction import predict_mixture
+    from ..training import float_type
 
     scaler = saved.standardizer
     with float_type(saved.dtype):

@@ -62,7 +62,7 @@ def _load_keras_model(path: Path, command: str):
 def load_saved_run(model_dir: str, command: str) -> SavedRun:
     """Read ``MODEL_DIR`` (``run.json`` and ``model.keras``) or raise a one-line UsageError."""
     from ..data import Standardizer
-    from ..experiments.runner import FLOAT_TYPES, float_type
+    from ..training import FLOAT_TYPES, float_type
 
     where = f"avdgp {command}: MODEL_DIR {model_dir}"
     directory = Path(model_dir)

@@ -25,8 +25,9 @@ import tensorflow as tf
 
 from .. import metrics
 from ..data import DataError, Dataset, Standardizer, load_dataset, split_dataset, uci_dataset_path
+from ..training import TrainConfig, TrainingDiverged
 from . import plots
-from .runner import TrainConfig, TrainingDiverged, run, standardise_split
+from .runner import run, standardise_split
 from .zoo import ModelSpec, model_label, parse_model_name
 
 __all__ = [
@@ -86,7 +87,7 @@ class BenchSettings:
         ``../shared/data/uci``).
     :param preset: ``"default"`` or ``"paper"`` (:mod:`gpflux_avdgp.presets`); rows record it
         and tables show models of another preset as ``model/preset``.
-    :param training: :class:`~gpflux_avdgp.experiments.runner.TrainConfig` settings on top of
+    :param training: :class:`~gpflux_avdgp.training.TrainConfig` settings on top of
         the preset's (e.g. ``{"learning_rate": 0.01}``).
     """
 

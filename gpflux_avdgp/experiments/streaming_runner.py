@@ -10,11 +10,8 @@ of ``run``'s (no validation set: ``n_val`` 0, ``val`` ``None``).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Optional, TextIO
 
@@ -25,20 +22,12 @@ from gpflow.keras import tf_keras
 from .. import metrics
 from ..data import DataError, ShardStatistics, Standardizer, csv_shard_dataset
 from ..prediction import predict_mixture
+from ..training.config import TrainConfig, float_type
+from ..training.fit import fit_model_on_dataset
+from ..training.progress import EpochProgress
+from ..training.rundir import prepare_run_dir, save_run, shard_fingerprint
 from ..validation import check_choice, check_positive_int
-from .runner import (
-    BACKUP_DIR,
-    SETTINGS_FILE,
-    EpochProgress,
-    TrainConfig,
-    _changed_settings,
-    _jsonable,
-    fit_model_on_dataset,
-    float_type,
-    save_run,
-    score_prediction,
-    training_settings,
-)
+from .runner import score_prediction
 from .zoo import BuiltModel, ModelSpec, Task, build_model
 
 __all__ = ["check_test_shards", "run_streaming", "score_streamed"]
@@ -173,51 +162,27 @@ def prepare_streaming_save_dir(
     dataset: str,
     stream: Optional[TextIO] = None,
 ) -> Path:
-    """:func:`~gpflux_avdgp.experiments.runner.prepare_save_dir` for streamed shards: the data
+    """:func:`~gpflux_avdgp.training.rundir.prepare_run_dir` for streamed shards: the data
     fingerprint is the scan's (row counts and column moments), so the shards may move.
 
     :raises ValueError: if the folder holds a finished run, or an interrupted run with other
         settings or data.
     :returns: the backup folder, ``directory / "backup"``.
     """
-    fingerprint = json.dumps(
-        {
-            "rows": list(train.rows_per_shard),
-            "mean": train.column_mean.tolist(),
-            "std": train.column_std.tolist(),
-        }
-    )
-    settings = {
-        "spec": asdict(spec),
-        "train": training_settings(config),
-        "dataset": dataset,
+    data = {
         "n_train": train.num_rows,
         "streamed_shards": len(train.shards),
-        "data_sha256": hashlib.sha256(fingerprint.encode()).hexdigest(),
+        "data_sha256": shard_fingerprint(train),
     }
-    settings = json.loads(json.dumps(settings, default=_jsonable))
-    if (directory / "run.json").exists():
-        raise ValueError(
-            f"{directory}: holds a finished run (run.json); choose another folder or delete it"
-        )
-    settings_file = directory / SETTINGS_FILE
-    backup_dir = directory / BACKUP_DIR
-    if settings_file.exists():
-        try:
-            saved = json.loads(settings_file.read_text())
-        except (OSError, ValueError) as error:
-            raise ValueError(f"{settings_file}: unreadable ({error}); delete the folder") from None
-        changed = _changed_settings(saved, settings)
-        if changed:
-            raise ValueError(
-                f"{directory}: holds an interrupted run with other settings ({', '.join(changed)}"
-                "); use the same settings to resume it, or another folder"
-            )
-        if backup_dir.exists() and stream is not None:
-            print(f"[{spec.label}] resuming the interrupted run in {directory}", file=stream)
-    directory.mkdir(parents=True, exist_ok=True)
-    settings_file.write_text(json.dumps(settings, indent=2))
-    return backup_dir
+    return prepare_run_dir(
+        directory,
+        spec=spec,
+        label=spec.label,
+        config=config,
+        dataset=dataset,
+        data=data,
+        stream=stream,
+    )
 
 
 def run_streaming(

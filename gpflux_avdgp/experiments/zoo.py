@@ -183,6 +183,11 @@ class BuiltModel:
     loss: AVDGPLoss
     spec: ModelSpec
 
+    @property
+    def label(self) -> str:
+        """``avdgp-ar2p``, ``dsdgp``, ...: the spec's table name."""
+        return self.spec.label
+
 
 def _likelihood(task: Task) -> gpflow.likelihoods.Likelihood:
     if task is Task.REGRESSION:

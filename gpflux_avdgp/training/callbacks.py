@@ -27,8 +27,8 @@ import gpflow
 import numpy as np
 from gpflow.keras import tf_keras
 
-from .prediction import predict_mixture
-from .validation import check_feature_matrix, check_positive_int
+from ..prediction import predict_mixture
+from ..validation import check_feature_matrix, check_positive_int
 
 __all__ = ["ValidationNLL"]
 

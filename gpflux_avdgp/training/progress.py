@@ -1,0 +1,64 @@
+"""Per-epoch progress lines and timings of ``model.fit``."""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from typing import Optional, TextIO
+
+import numpy as np
+from gpflow.keras import tf_keras
+
+from .config import TrainingDiverged
+
+__all__ = ["EpochProgress"]
+
+
+class EpochProgress(tf_keras.callbacks.Callback):
+    """One line per epoch (loss, seconds, ETA) and the wall-clock time of each epoch.
+
+    Raises :class:`TrainingDiverged` at the end of an epoch whose loss is not finite.
+
+    :param label: printed in front of every line.
+    :param stream: where to print; ``None`` prints nothing.
+    """
+
+    def __init__(self, label: str, stream: Optional[TextIO] = sys.stderr):
+        super().__init__()
+        self._supports_tf_logs = True  # batch hooks must not fetch the loss every step
+        self.label, self.stream = label, stream
+        self.seconds: list[float] = []
+        self.losses: list[float] = []
+        self.first_epoch: Optional[int] = None
+        self.epoch, self.batch = 0, 0
+        self.steps_per_execution = 1  # batches per train-function call, set by fit_model
+
+    def on_epoch_begin(self, epoch: int, logs: Optional[dict] = None) -> None:
+        self._start = time.perf_counter()
+        if self.first_epoch is None:
+            self.first_epoch = epoch  # > 0 when training resumed from a backup
+        self.epoch, self.batch = epoch, 0
+
+    def on_train_batch_begin(self, batch: int, logs: Optional[dict] = None) -> None:
+        self.batch = batch  # where a failing step happened; no host round-trip needed
+
+    def on_epoch_end(self, epoch: int, logs: Optional[dict] = None) -> None:
+        self.seconds.append(time.perf_counter() - self._start)
+        loss = float((logs or {}).get("loss", math.nan))
+        self.losses.append(loss)
+        total = self.params.get("epochs", len(self.seconds))
+        if self.stream is not None:
+            steady = self.seconds[1:] or self.seconds
+            eta = np.mean(steady) * (total - epoch - 1)
+            print(
+                f"[{self.label}] epoch {epoch + 1}/{total} loss {loss:.4f} "
+                f"{self.seconds[-1]:.1f} s (ETA {eta:.0f} s)",
+                file=self.stream,
+                flush=True,
+            )
+        if not math.isfinite(loss):
+            self.model.stop_training = True
+            raise TrainingDiverged(
+                f"{self.label}: the training loss became {loss} in epoch {epoch + 1}"
+            )

@@ -1,0 +1,167 @@
+"""A run folder (``avdgp fit --save DIR``): ``settings.json`` to resume an interrupted run,
+the ``backup`` folder of ``BackupAndRestore``, and the finished run's ``weights``,
+``model.keras`` and ``run.json``. The same code serves runs on arrays and on streamed shards;
+only the data fingerprint differs (:func:`array_fingerprint`, :func:`shard_fingerprint`)."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Optional, TextIO
+
+import numpy as np
+
+from ..data import ShardStatistics, Standardizer
+from .config import TrainConfig
+
+__all__ = [
+    "BACKUP_DIR",
+    "SETTINGS_FILE",
+    "array_fingerprint",
+    "prepare_run_dir",
+    "remove_if_empty",
+    "save_run",
+    "shard_fingerprint",
+    "training_settings",
+]
+
+SETTINGS_FILE = "settings.json"
+
+
+BACKUP_DIR = "backup"
+
+
+def array_fingerprint(inputs: np.ndarray, targets: np.ndarray) -> str:
+    """SHA-256 of the training arrays (float64 bytes): a resumed run must see the same data."""
+    return hashlib.sha256(
+        np.ascontiguousarray(inputs, np.float64).tobytes()
+        + np.ascontiguousarray(targets, np.float64).tobytes()
+    ).hexdigest()
+
+
+def shard_fingerprint(statistics: ShardStatistics) -> str:
+    """SHA-256 of a scan's row counts and column moments: the shards may move between runs."""
+    text = json.dumps(
+        {
+            "rows": list(statistics.rows_per_shard),
+            "mean": statistics.column_mean.tolist(),
+            "std": statistics.column_std.tolist(),
+        }
+    )
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def prepare_run_dir(
+    directory: Path,
+    *,
+    spec: Any,
+    label: str,
+    config: TrainConfig,
+    dataset: str,
+    data: dict,
+    stream: Optional[TextIO] = None,
+    write: bool = True,
+) -> Path:
+    """Make ``directory`` ready for a run, or for resuming the interrupted run it holds.
+
+    Writes ``settings.json`` (model, training settings, data description) atomically. A folder
+    that holds an interrupted run with the same settings resumes it (its ``backup`` folder,
+    written by ``BackupAndRestore`` after every epoch, is restored by ``fit``). With
+    ``write=False`` (a non-chief worker of multi-worker training) it only checks the folder.
+
+    :param spec: the model's settings, a dataclass (e.g. a ``ModelSpec``).
+    :param label: the model's name in the "resuming" line.
+    :param data: what identifies the training data, e.g. ``{"n_train": N, "data_sha256":
+        array_fingerprint(x, y)}``.
+    :raises ValueError: if the folder holds a finished run, or an interrupted run with other
+        settings or data.
+    :returns: the backup folder, ``directory / "backup"``.
+    """
+    settings = {"spec": asdict(spec), "train": training_settings(config), "dataset": dataset}
+    settings.update(data)
+    settings = json.loads(json.dumps(settings, default=_jsonable))
+    if (directory / "run.json").exists():
+        raise ValueError(
+            f"{directory}: holds a finished run (run.json); choose another folder or delete it"
+        )
+    settings_file = directory / SETTINGS_FILE
+    backup_dir = directory / BACKUP_DIR
+    if settings_file.exists():
+        try:
+            saved = json.loads(settings_file.read_text())
+        except (OSError, ValueError) as error:
+            raise ValueError(f"{settings_file}: unreadable ({error}); delete the folder") from None
+        changed = _changed_settings(saved, settings)
+        if changed:
+            raise ValueError(
+                f"{directory}: holds an interrupted run with other settings ({', '.join(changed)}"
+                "); use the same settings to resume it, or another folder"
+            )
+        if backup_dir.exists() and stream is not None:
+            print(f"[{label}] resuming the interrupted run in {directory}", file=stream)
+    if write:
+        directory.mkdir(parents=True, exist_ok=True)
+        partial = settings_file.with_name(f".{SETTINGS_FILE}.{os.getpid()}")
+        partial.write_text(json.dumps(settings, indent=2))
+        partial.replace(settings_file)  # atomic: other workers read all of it or nothing
+    return backup_dir
+
+
+def training_settings(config: TrainConfig) -> dict:
+    """The training settings a saved run must match to be resumed: all of ``config`` but the
+    speed settings that do not change the results (``steps_per_execution``)."""
+    settings = asdict(config)
+    del settings["steps_per_execution"]
+    return settings
+
+
+def _changed_settings(saved: dict, current: dict, prefix: str = "") -> list[str]:
+    """Dotted names of the entries that differ between two settings dictionaries."""
+    changed = []
+    for key in sorted(set(saved) | set(current)):
+        old, new = saved.get(key), current.get(key)
+        if isinstance(old, dict) and isinstance(new, dict):
+            changed += _changed_settings(old, new, f"{prefix}{key}.")
+        elif old != new:
+            changed.append(f"{prefix}{key}: {old} -> {new}")
+    return changed
+
+
+def save_run(
+    built: Any, record: dict, standardizer: Optional[Standardizer], directory: Path
+) -> None:
+    """Write ``weights`` (TF checkpoint), ``model.keras`` (with the optimizer state) and
+    ``run.json`` (``spec``: ``built.spec`` as a dict, ``standardizer``, ``result``: ``record``).
+
+    :raises NotImplementedError: if a layer holds a component no config can rebuild (only
+        possible with custom kernels or mean functions).
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    built.model.save_weights(str(directory / "weights"))
+    built.model.save(directory / "model.keras")
+    info = {
+        "spec": asdict(built.spec),
+        "standardizer": None if standardizer is None else asdict(standardizer),
+        "keras_file": "model.keras",
+        "result": record,
+    }
+    (directory / "run.json").write_text(json.dumps(info, indent=2, default=_jsonable))
+
+
+def remove_if_empty(directory: Path) -> None:
+    """Remove ``directory`` if it exists and is empty (another worker may do the same)."""
+    with contextlib.suppress(OSError):
+        if directory.is_dir() and not any(directory.iterdir()):
+            directory.rmdir()
+
+
+def _jsonable(value):
+    if isinstance(value, (np.floating, np.integer)):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return str(value)
