@@ -10,11 +10,14 @@ from ._quiet_tensorflow import import_tensorflow_quietly
 import_tensorflow_quietly()
 
 from . import kernels, metrics
+from ._version import __version__  # noqa: E402, F401 (re-exported)
 from .core.conditionals import amortized_conditional, amortized_kl
 from .core.covariances import pointwise_covariances
 from .core.mixture import GaussianMixture, to_mixture
 from .data import ShardStatistics, csv_shard_dataset, resolve_shards, scan_csv_shards
 from .inference import AffineInference, AmortizedParameters, InducingInit, MLPInference
+from .io.saving import ModelFileError, load_model
+from .io.serving import export
 from .layers import (
     AmortizedGPLayer,
     InferenceKind,
@@ -27,11 +30,7 @@ from .models import build_avdgp
 from .objectives import AVDGPLoss, Objective, mixture_log_density
 from .prediction import PredictiveMixture, predict_mixture
 from .propagation import PropagationRule, propagate
-from .saving import ModelFileError, load_model
-from .serving import export
 from .training.callbacks import ValidationNLL
-
-__version__ = "0.1.0"
 
 __all__ = [
     "AVDGPLoss",

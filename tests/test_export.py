@@ -22,7 +22,7 @@ from gpflow.keras import tf_keras
 import gpflux_avdgp
 from gpflux_avdgp import metrics
 from gpflux_avdgp.data import Standardizer
-from gpflux_avdgp.serving import METADATA_FILE, SIGNATURES
+from gpflux_avdgp.io.serving import METADATA_FILE, SIGNATURES
 
 BATCH_SIZES = (1, 7, 50)
 RTOL = 1e-10  # float64 throughout

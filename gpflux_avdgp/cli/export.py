@@ -26,7 +26,7 @@ def _check_export_dir(value: str) -> None:
 
 
 def export_command(args) -> int:
-    from ..serving import SIGNATURES, export
+    from ..io.serving import SIGNATURES, export
     from ..training import float_type
 
     _check_export_dir(args.export_dir)

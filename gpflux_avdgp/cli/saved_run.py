@@ -43,8 +43,8 @@ class SavedRun:
 def _load_keras_model(path: Path, command: str):
     """``path`` (a ``.keras`` file) as a model; a file that does not load is a UsageError."""
     try:
-        from ..saving import ModelFileError, load_model
-    except ImportError:  # before gpflux_avdgp.saving existed
+        from ..io.saving import ModelFileError, load_model
+    except ImportError:  # before gpflux_avdgp.io.saving existed
         from gpflow.keras import tf_keras
 
         ModelFileError, load_model = (), tf_keras.models.load_model

@@ -41,9 +41,9 @@ import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from .core.mixture import GaussianMixture, unpack_numpy
-from .objectives import mixture_log_density
-from .prediction import model_input_spec, model_likelihood
+from ..core.mixture import GaussianMixture, unpack_numpy
+from ..objectives import mixture_log_density
+from ..prediction import model_input_spec, model_likelihood
 
 __all__ = ["export", "EXPORT_FORMAT", "METADATA_FILE", "SIGNATURES"]
 
@@ -309,7 +309,7 @@ def export(
             "y_mean, y_std: target standardisation needs a Gaussian likelihood, the model has "
             f"{type(likelihood).__name__} (use y_mean=0, y_std=1 or leave them out)"
         )
-    from . import __version__
+    from .._version import __version__
 
     described = {
         "format": EXPORT_FORMAT,
