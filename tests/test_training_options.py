@@ -257,14 +257,14 @@ def test_preset_reaches_the_layers_of_build_avdgp_and_the_zoo(preset, identity):
 
 
 def test_bench_rows_keep_their_preset(tmp_path):
-    from gpflux_avdgp.experiments import bench
+    from gpflux_avdgp.experiments import bench, bench_results
 
     path = tmp_path / "results.csv"
     legacy = [c for c in bench.COLUMNS if c not in ("preset", "best_epoch")]
     path.write_text(
         ",".join(legacy) + "\n" + "wine,avdgp-ar2p,0,10,ok" + "," * (len(legacy) - 5) + "\n"
     )
-    bench._append(
+    bench_results.append_row(
         path,
         {
             "dataset": "wine",
