@@ -5,9 +5,10 @@ deep GP is a ``tf_keras.Sequential`` trained with ``model.fit`` and
 :class:`~gpflux_avdgp.AVDGPLoss`.
 """
 
-from ._quiet_tensorflow import import_tensorflow_quietly
+from ._quiet_tensorflow import import_tensorflow_quietly, running_the_cli
 
-import_tensorflow_quietly()
+if running_the_cli():  # a library import leaves stderr and the devices alone
+    import_tensorflow_quietly()
 
 from . import kernels, metrics
 from ._version import __version__  # noqa: E402, F401 (re-exported)

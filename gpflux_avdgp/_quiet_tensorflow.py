@@ -4,7 +4,10 @@ TensorFlow 2.21 writes a handful of INFO lines (oneDNN notice, CUDA stubs, CPU f
 file descriptor 2 while it loads, before ``TF_CPP_MIN_LOG_LEVEL`` takes effect, so every
 ``avdgp`` command would start with them. This module captures fd 2 while TensorFlow loads and
 lists its devices, then writes back every captured line except those known start-up notices.
-It does nothing if TensorFlow is already imported.
+It does nothing if TensorFlow is already imported. The package calls it only under the command
+line (:func:`running_the_cli`): importing ``gpflux_avdgp`` as a library neither redirects file
+descriptor 2 nor probes the devices, and TensorFlow's own ``TF_CPP_MIN_LOG_LEVEL`` governs its
+notices there.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from typing import Callable, Optional
 import gpflow
 import numpy as np
 import pytest
+from helpers import assert_one_line_cli_error
 
 from gpflux_avdgp.cli import main
 from gpflux_avdgp.experiments import bench
@@ -65,17 +66,6 @@ def cli(capsys, *args) -> tuple[int, str, str]:
     status = main([str(arg) for arg in args])
     captured = capsys.readouterr()
     return status, captured.out, captured.err
-
-
-def assert_one_line_error(status: int, out: str, err: str, expected: str, code: int = 2) -> None:
-    """Exit status ``code``, nothing on stdout, and one ``avdgp...`` line holding ``expected``."""
-    assert status == code, (status, out, err)
-    assert "Traceback" not in err and "Traceback" not in out
-    assert out == ""
-    lines = err.splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("avdgp"), lines[0]
-    assert expected in lines[0], lines[0]
 
 
 def write_table(path: Path, rows, header=None, delimiter: str = ",") -> Path:
@@ -416,7 +406,7 @@ def test_fit_diverged_training_exits_3(capsys, tmp_path, rng):
     x, y = regression_data(rng, 120, 2)
     data = write_table(tmp_path / "wild.csv", np.column_stack([x, y]).tolist())
     status, out, err = cli(capsys, "fit", data, *DEEP, *TINY, "--learning-rate", "1e30")
-    assert_one_line_error(status, out, err, "avdgp: training diverged:", code=3)
+    assert_one_line_cli_error(status, out, err, "avdgp: training diverged:", code=3)
     assert gpflow.default_float() == np.float64
 
 
@@ -694,7 +684,7 @@ BAD_INPUT = [
 @pytest.mark.parametrize("args, expected", [pytest.param(a, e, id=i) for i, a, e in BAD_INPUT])
 def test_bad_input_is_one_line_and_exit_2(capsys, bad_files, args, expected):
     status, out, err = cli(capsys, *[arg.format(d=bad_files) for arg in args])
-    assert_one_line_error(status, out, err, expected)
+    assert_one_line_cli_error(status, out, err, expected)
 
 
 def test_help_lists_the_options(capsys):
@@ -777,17 +767,17 @@ def test_unwritable_outputs_fail_before_training(capsys, tmp_path, rng):
     folder = tmp_path / "a_folder"
     folder.mkdir()
     status, out, err = cli(capsys, "fit", str(data), "--json", str(folder), "--quiet")
-    assert_one_line_error(status, out, err, "is a folder, expected a file name")
+    assert_one_line_cli_error(status, out, err, "is a folder, expected a file name")
     a_file = tmp_path / "a_file"
     a_file.write_text("x")
     status, out, err = cli(capsys, "fit", str(data), "--save", str(a_file), "--quiet")
-    assert_one_line_error(status, out, err, "is a file, expected a folder")
+    assert_one_line_cli_error(status, out, err, "is a file, expected a folder")
 
 
 def test_demo_with_bad_settings_writes_nothing(capsys, tmp_path):
     out_dir = tmp_path / "demo"
     status, out, err = cli(capsys, "demo", "--total-inducing", "2", "--out", str(out_dir))
-    assert_one_line_error(status, out, err, "total_inducing")
+    assert_one_line_cli_error(status, out, err, "total_inducing")
     assert not out_dir.exists()
 
 
@@ -796,4 +786,4 @@ def test_hidden_dims_for_one_layer_is_an_error(capsys, tmp_path, rng):
     data = write_table(tmp_path / "d.csv", np.column_stack([x, y]))
     args = ("fit", str(data), "--layers", "1", "--hidden-dims", "4", "--quiet")
     status, out, err = cli(capsys, *args)
-    assert_one_line_error(status, out, err, "hidden_dims: a 1-layer model")
+    assert_one_line_cli_error(status, out, err, "hidden_dims: a 1-layer model")

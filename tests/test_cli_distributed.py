@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cluster import Finished, run_cluster  # tests/ has no __init__.py: pytest puts it on sys.path
+from helpers import assert_one_line_cli_error, run_cli
 
 from gpflux_avdgp.cli import main
 
@@ -166,14 +167,8 @@ def test_fit_mirrored_refuses_a_batch_smaller_than_the_replicas(runs):
 # ---------------------------------------------------------------------------------------------
 
 
-def assert_one_line_error(capsys, args: list[str], expected: str) -> None:
-    status = main([str(arg) for arg in args])
-    captured = capsys.readouterr()
-    assert status == 2, (captured.out, captured.err)
-    assert captured.out == "" and "Traceback" not in captured.err
-    lines = captured.err.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("avdgp"), captured.err
-    assert expected in lines[0], lines[0]
+def assert_cli_refuses(capsys, args: list, expected: str) -> None:
+    assert_one_line_cli_error(*run_cli(capsys, args), expected)
 
 
 @pytest.fixture
@@ -182,7 +177,7 @@ def data(tmp_path) -> Path:
 
 
 def test_unknown_strategy(capsys, data):
-    assert_one_line_error(
+    assert_cli_refuses(
         capsys,
         ["fit", data, "--strategy", "tpu"],
         "argument --strategy: invalid choice: 'tpu' (choose from 'default', 'mirrored', "
@@ -206,8 +201,8 @@ def test_multiworker_without_a_valid_tf_config(capsys, monkeypatch, data, value,
         monkeypatch.delenv("TF_CONFIG", raising=False)
     else:
         monkeypatch.setenv("TF_CONFIG", value)
-    assert_one_line_error(capsys, ["fit", data, "--strategy", "multiworker"], expected)
-    assert_one_line_error(  # the message shows what TF_CONFIG must hold
+    assert_cli_refuses(capsys, ["fit", data, "--strategy", "multiworker"], expected)
+    assert_cli_refuses(  # the message shows what TF_CONFIG must hold
         capsys, ["fit", data, "--strategy", "multiworker"], '"task": {"type": "worker"'
     )
 
@@ -215,7 +210,7 @@ def test_multiworker_without_a_valid_tf_config(capsys, monkeypatch, data, value,
 @pytest.mark.parametrize("value", ["abc", "0", "-2"])
 def test_bad_cpu_device_count(capsys, monkeypatch, data, value):
     monkeypatch.setenv("AVDGP_CPU_DEVICES", value)
-    assert_one_line_error(
+    assert_cli_refuses(
         capsys,
         ["fit", data, "--strategy", "mirrored"],
         f"avdgp fit: $AVDGP_CPU_DEVICES: expected a positive integer, got '{value}'",

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers import assert_one_line_cli_error
 
 from gpflux_avdgp import metrics
 from gpflux_avdgp.cli import main
@@ -32,16 +33,6 @@ def cli(capsys, *args) -> tuple[int, str, str]:
     status = main([str(arg) for arg in args])
     captured = capsys.readouterr()
     return status, captured.out, captured.err
-
-
-def assert_one_line_error(status: int, out: str, err: str, expected: str) -> None:
-    """Exit status 2, nothing on stdout, and one ``avdgp...`` line holding ``expected``."""
-    assert status == 2, (status, out, err)
-    assert "Traceback" not in err and out == ""
-    lines = err.splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("avdgp"), lines[0]
-    assert expected in lines[0], lines[0]
 
 
 def write_csv(path: Path, rows, header=None) -> Path:
@@ -262,23 +253,25 @@ def test_broken_model_dir(capsys, request, regression, command, edit, expected):
     broken = _broken_copy(regression, f"broken-{request.node.callspec.id.split('-', 1)[1]}", edit)
     second = regression["data"] if command == "predict" else regression["folder"] / "never"
     status, out, err = cli(capsys, command, broken, second)
-    assert_one_line_error(status, out, err, f"avdgp {command}: ")
+    assert_one_line_cli_error(status, out, err, f"avdgp {command}: ")
     assert expected in err
     assert not (regression["folder"] / "never").exists()
 
 
 def test_missing_model_dir(capsys, tmp_path, regression):
     status, out, err = cli(capsys, "predict", tmp_path / "nothing", regression["data"])
-    assert_one_line_error(status, out, err, f"MODEL_DIR {tmp_path / 'nothing'}: no such folder")
+    assert_one_line_cli_error(status, out, err, f"MODEL_DIR {tmp_path / 'nothing'}: no such folder")
     status, out, err = cli(capsys, "export", regression["data"], tmp_path / "e")
-    assert_one_line_error(status, out, err, "is a file, expected a folder written by 'avdgp fit")
+    assert_one_line_cli_error(
+        status, out, err, "is a file, expected a folder written by 'avdgp fit"
+    )
 
 
 def test_predict_bad_data(capsys, regression, tmp_path):
     x = regression["x"][:10]
     wrong = write_csv(tmp_path / "five.csv", np.column_stack([x, x[:, :2]]).tolist())
     status, out, err = cli(capsys, "predict", regression["dir"], wrong)
-    assert_one_line_error(
+    assert_one_line_cli_error(
         status,
         out,
         err,
@@ -287,30 +280,32 @@ def test_predict_bad_data(capsys, regression, tmp_path):
 
     one = write_csv(tmp_path / "one.csv", x[:, :1].tolist())
     status, out, err = cli(capsys, "predict", regression["dir"], one)
-    assert_one_line_error(status, out, err, "one.csv has 1 column, the model expects 3 features")
+    assert_one_line_cli_error(
+        status, out, err, "one.csv has 1 column, the model expects 3 features"
+    )
 
     rows = x.tolist()
     rows[2][1] = "nan"
     nan = write_csv(tmp_path / "nan.csv", rows)
     status, out, err = cli(capsys, "predict", regression["dir"], nan)
-    assert_one_line_error(status, out, err, "NaN or infinite (first at row 3, column 2")
+    assert_one_line_cli_error(status, out, err, "NaN or infinite (first at row 3, column 2")
 
     arrays = tmp_path / "wide.npz"
     np.savez(arrays, X=np.zeros((4, 5)), y=np.zeros(4))
     status, out, err = cli(capsys, "predict", regression["dir"], arrays)
-    assert_one_line_error(status, out, err, "array 'X' has 5 columns, the model expects 3")
+    assert_one_line_cli_error(status, out, err, "array 'X' has 5 columns, the model expects 3")
 
     status, out, err = cli(capsys, "predict", regression["dir"], tmp_path / "absent.csv")
-    assert_one_line_error(status, out, err, "absent.csv: no such file or folder")
+    assert_one_line_cli_error(status, out, err, "absent.csv: no such file or folder")
 
 
 def test_output_paths_are_checked_before_loading(capsys, regression, tmp_path):
     """A bad --out or EXPORT_DIR fails at once, even with a MODEL_DIR that does not exist."""
     nothing = tmp_path / "nothing"
     status, out, err = cli(capsys, "predict", nothing, regression["data"], "--out", tmp_path)
-    assert_one_line_error(status, out, err, "--out " + str(tmp_path) + ": is a folder")
+    assert_one_line_cli_error(status, out, err, "--out " + str(tmp_path) + ": is a folder")
     file = write_csv(tmp_path / "file.csv", [[1.0]])
     status, out, err = cli(capsys, "export", nothing, file)
-    assert_one_line_error(status, out, err, "EXPORT_DIR " + str(file) + ": is a file")
+    assert_one_line_cli_error(status, out, err, "EXPORT_DIR " + str(file) + ": is a file")
     status, out, err = cli(capsys, "export", nothing, tmp_path)
-    assert_one_line_error(status, out, err, "is a non-empty folder that holds no export")
+    assert_one_line_cli_error(status, out, err, "is a non-empty folder that holds no export")

@@ -455,7 +455,7 @@ def truncate(path: str) -> None:
         handle.write(data[: len(data) // 2])
 
 
-def assert_one_line_error(path: str, message: str) -> ModelFileError:
+def assert_one_line_load_error(path: str, message: str) -> ModelFileError:
     with pytest.raises(ModelFileError, match=f"^{re.escape(path)}: {message}") as info:
         gpflux_avdgp.load_model(path)
     assert "\n" not in str(info.value)
@@ -479,7 +479,9 @@ def test_damaged_keras_file_gives_one_line_error(saved, tmp_path, damage):
         data = np.random.default_rng(0).bytes(4096) if damage == "random bytes" else b""
         with open(path, "wb") as handle:
             handle.write(data)
-    assert_one_line_error(path, re.escape("not a valid .keras archive (truncated or corrupt?)"))
+    assert_one_line_load_error(
+        path, re.escape("not a valid .keras archive (truncated or corrupt?)")
+    )
 
 
 def test_keras_archive_with_a_corrupt_member_gives_one_line_error(saved, tmp_path):
@@ -491,15 +493,15 @@ def test_keras_archive_with_a_corrupt_member_gives_one_line_error(saved, tmp_pat
         name_length, extra_length = np.frombuffer(handle.read(4), dtype="<u2")
         handle.seek(header_offset + 30 + int(name_length) + int(extra_length) + 5)
         handle.write(b"\xff\xff\xff")
-    assert_one_line_error(path, "corrupt .keras archive \\(config.json fails its CRC check\\)")
+    assert_one_line_load_error(path, "corrupt .keras archive \\(config.json fails its CRC check\\)")
 
 
 def test_missing_or_misnamed_file_gives_one_line_error(saved, tmp_path):
-    assert_one_line_error(str(tmp_path / "absent.keras"), "no such file or directory")
+    assert_one_line_load_error(str(tmp_path / "absent.keras"), "no such file or directory")
     misnamed = str(tmp_path / "model.zip")
     shutil.copy(saved[".keras"], misnamed)
-    assert_one_line_error(misnamed, "expected a .keras archive or a SavedModel directory")
-    assert_one_line_error(
+    assert_one_line_load_error(misnamed, "expected a .keras archive or a SavedModel directory")
+    assert_one_line_load_error(
         str(tmp_path), re.escape("not a SavedModel directory (no saved_model.pb)")
     )
 
@@ -507,14 +509,14 @@ def test_missing_or_misnamed_file_gives_one_line_error(saved, tmp_path):
 def test_damaged_saved_model_gives_one_line_error(saved, tmp_path):
     path = copy_saved(saved, "", tmp_path)
     truncate(os.path.join(path, "saved_model.pb"))
-    error = assert_one_line_error(path, "the SavedModel cannot be loaded")
+    error = assert_one_line_load_error(path, "the SavedModel cannot be loaded")
     assert error.__cause__ is not None
 
 
 def test_saved_model_without_variables_gives_one_line_error(saved, tmp_path):
     path = copy_saved(saved, "", tmp_path)
     shutil.rmtree(os.path.join(path, "variables"))
-    assert_one_line_error(path, "incomplete SavedModel \\(no variables/variables.index")
+    assert_one_line_load_error(path, "incomplete SavedModel \\(no variables/variables.index")
 
 
 def test_saved_model_with_truncated_variables_gives_one_line_error(saved, tmp_path):
@@ -522,4 +524,4 @@ def test_saved_model_with_truncated_variables_gives_one_line_error(saved, tmp_pa
     variables = os.path.join(path, "variables")
     (data_file,) = [name for name in os.listdir(variables) if name.startswith("variables.data")]
     truncate(os.path.join(variables, data_file))
-    assert_one_line_error(path, "the SavedModel cannot be loaded")
+    assert_one_line_load_error(path, "the SavedModel cannot be loaded")

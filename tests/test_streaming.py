@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from gpflow.keras import tf_keras
+from helpers import assert_one_line_cli_error
 
 import gpflux_avdgp
 from gpflux_avdgp.cli import main
@@ -88,14 +89,6 @@ def cli(capsys, *args) -> tuple[int, str, str]:
     status = main([str(arg) for arg in args])
     captured = capsys.readouterr()
     return status, captured.out, captured.err
-
-
-def assert_one_line_error(status: int, out: str, err: str, expected: str) -> None:
-    assert status == 2, (status, out, err)
-    assert out == "" and "Traceback" not in err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("avdgp") and expected in lines[0], lines[0]
 
 
 # ----------------------------------------------------------------------- finding the shards
@@ -544,7 +537,7 @@ def test_cli_fit_streams_a_glob_of_shards(capsys, tmp_path, rng):
     assert set(record) == set(loaded) | {"streamed_shards"}
     # the same folder again: a finished run is refused
     status, stdout, err = cli(capsys, "fit", tmp_path / "data", *TINY, "--save", out / "model")
-    assert_one_line_error(status, stdout, err, "holds a finished run")
+    assert_one_line_cli_error(status, stdout, err, "holds a finished run")
 
 
 def test_cli_fit_with_test_data_streams_a_single_file(capsys, tmp_path, rng):
@@ -589,7 +582,7 @@ def test_cli_streaming_errors_exit_2_with_one_line(capsys, tmp_path, rng, args, 
     write_shard(tmp_path / "wide.csv", rng.normal(size=(5, 4)), ["a", "b", "c", "y"])
     _bad_shards(tmp_path / "bad", "text")
     status, out, err = cli(capsys, "fit", *[a.format(d=tmp_path) for a in args], "--quiet")
-    assert_one_line_error(status, out, err, expected)
+    assert_one_line_cli_error(status, out, err, expected)
 
 
 def test_cli_classification_test_labels_must_be_training_labels(capsys, tmp_path, rng):
@@ -597,7 +590,7 @@ def test_cli_classification_test_labels_must_be_training_labels(capsys, tmp_path
     write_shard(tmp_path / "a.csv", np.column_stack([x, x[:, 0] > 0]))
     write_shard(tmp_path / "b.csv", np.column_stack([x, 2.0 * (x[:, 0] > 0)]))
     status, out, err = cli(capsys, "fit", f"{tmp_path}/*.csv", "--task", "classification")
-    assert_one_line_error(
+    assert_one_line_cli_error(
         status, out, err, "test targets take values the training targets do not: 2"
     )
 
