@@ -20,7 +20,14 @@ from gpflow.keras import tf_keras
 
 from .validation import check_choice, check_nonnegative_int, check_positive_int
 
-__all__ = ["AmortizedParameters", "AffineInference", "InducingInit", "MLPInference", "build_mlp"]
+__all__ = [
+    "InferenceKind",
+    "AmortizedParameters",
+    "AffineInference",
+    "InducingInit",
+    "MLPInference",
+    "build_mlp",
+]
 
 _LEAKY_SLOPE = 0.2
 #: softplus^{-1}(1): the scale network's bias starts the scales at one.
@@ -33,6 +40,13 @@ _SOFTPLUS_INV_ONE = float(np.log(np.expm1(1.0)))
 #: ``u`` needs (the prior's is ``sqrt`` of the kernel variance), so the bound changes nothing
 #: else; below it the gradient is zero.
 MIN_SCALE = 1e-6
+
+
+class InferenceKind(str, enum.Enum):
+    """Which inference function produces the layer's ``Z`` and ``q(u)``."""
+
+    AFFINE = "affine"  #: the paper's affine maps + two MLPs (:class:`AffineInference`)
+    MLP = "mlp"  #: the original IDSGP single MLP (:class:`MLPInference`)
 
 
 class AmortizedParameters(NamedTuple):

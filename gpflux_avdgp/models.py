@@ -10,6 +10,7 @@ from gpflow.keras import tf_keras
 
 from .layers import AmortizedGPLayer, TrainableLikelihood
 from .presets import layer_options
+from .propagation import layer_rule_and_objective
 from .validation import check_positive_int
 
 __all__ = ["build_avdgp"]
@@ -57,7 +58,7 @@ def build_avdgp(
         raise ValueError(
             f"num_inducing: expected {len(units)} values (one per layer), got {len(num_inducing)}"
         )
-    layer_rule = "ar2p" if rule == "ar2pp" else rule
+    layer_rule, _ = layer_rule_and_objective(rule)
     layer_kwargs = {**layer_options(preset), **layer_kwargs}
     seed = layer_kwargs.pop("seed", None)
     layers: list[tf_keras.layers.Layer] = [

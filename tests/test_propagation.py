@@ -10,6 +10,7 @@ from scipy import stats
 
 from gpflux_avdgp import AmortizedGPLayer, GaussianMixture, PropagationRule, propagate
 from gpflux_avdgp.core.mixture import unpack_numpy
+from gpflux_avdgp.propagation import layer_rule_and_objective
 
 RTOL = ATOL = 1e-8
 B, D, S, NUM_DATA = 4, 2, 4, 50
@@ -224,3 +225,22 @@ def test_sampled_layer_on_zero_variance_mixture(rng, rule):
     np.testing.assert_allclose(out_means, expected_means, rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(out_vars, expected_vars, rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(layer.losses[0].numpy(), kls.mean() / NUM_DATA, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize(
+    "rule, expected",
+    [
+        ("ar1", (PropagationRule.AR1, "elbo")),
+        ("AR2", (PropagationRule.AR2, "elbo")),
+        ("ar2p", (PropagationRule.AR2P, "elbo")),
+        ("ar2pp", (PropagationRule.AR2P, "predictive")),
+        (PropagationRule.AR2P, (PropagationRule.AR2P, "elbo")),
+    ],
+)
+def test_model_rule_maps_to_layer_rule_and_objective(rule, expected):
+    assert layer_rule_and_objective(rule) == expected
+
+
+def test_unknown_model_rule_is_refused_in_one_line():
+    with pytest.raises(ValueError, match=r"^rule: expected one of 'ar1', .*, got 'ar3'$"):
+        layer_rule_and_objective("ar3")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..propagation import MODEL_RULES
 from ..training.distribute import STRATEGY_NAMES
 
 __all__ = ["UsageError", "build_parser", "checked"]
@@ -67,7 +68,7 @@ def _target(text: str) -> int | str:
 MODEL_CHOICES = ("avdgp", "sgp-avi", "idsgp", "svgp", "dsdgp", "dspp")
 
 
-RULE_CHOICES = ("ar1", "ar2", "ar2p", "ar2pp")
+RULE_CHOICES = MODEL_RULES
 
 
 def build_parser() -> argparse.ArgumentParser:

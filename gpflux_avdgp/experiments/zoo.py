@@ -34,6 +34,7 @@ from gpflow.keras import tf_keras
 from ..layers import AmortizedGPLayer, SigmaPointGPLayer, TrainableLikelihood
 from ..objectives import AVDGPLoss
 from ..presets import layer_options
+from ..propagation import MODEL_RULES, layer_rule_and_objective
 from ..validation import check_choice, check_positive_int
 
 __all__ = [
@@ -65,7 +66,7 @@ class Task(str, enum.Enum):
     CLASSIFICATION = "classification"
 
 
-RULES = ("ar1", "ar2", "ar2p", "ar2pp")
+RULES = MODEL_RULES
 SHALLOW = (ModelKind.SGP_AVI, ModelKind.IDSGP, ModelKind.SVGP)
 GLOBAL_INDUCING = (ModelKind.SVGP, ModelKind.DSDGP, ModelKind.DSPP)
 
@@ -291,7 +292,7 @@ def _amortized_layers(
 ) -> list[tf_keras.layers.Layer]:
     kind = spec.kind
     shallow = kind in SHALLOW
-    rule = "ar2p" if spec.rule in (None, "ar2pp") else spec.rule
+    rule, _ = layer_rule_and_objective(spec.rule or "ar2p")
     options = layer_options(spec.preset)
     if kind is ModelKind.IDSGP:
         options.pop("inducing_init")  # IDSGP's single MLP has no affine maps
@@ -347,6 +348,8 @@ def build_model(
         + [TrainableLikelihood(likelihood, name="likelihood")],
         name=spec.label.replace("-", "_"),
     )
-    predictive = kind is ModelKind.DSPP or (kind is ModelKind.AVDGP and spec.rule == "ar2pp")
-    loss = AVDGPLoss(likelihood, objective="predictive" if predictive else "elbo")
+    objective = "predictive" if kind is ModelKind.DSPP else "elbo"  # DSPP: Jankowiak et al.
+    if kind is ModelKind.AVDGP:
+        _, objective = layer_rule_and_objective(spec.rule)
+    loss = AVDGPLoss(likelihood, objective=objective)
     return BuiltModel(model=model, likelihood=likelihood, loss=loss, spec=spec)

@@ -1,7 +1,8 @@
 """Keras layers of gpflux_avdgp."""
 
-from .amortized_gp_layer import AmortizedGPLayer, InferenceKind
-from .base import KLConvention, MixtureLayer
+from ..inference import InferenceKind
+from .amortized_gp_layer import AmortizedGPLayer, KLConvention
+from .base import MixtureLayer
 from .gpflux_adapter import SigmaPointGPLayer
 from .likelihood_layer import TrainableLikelihood
 

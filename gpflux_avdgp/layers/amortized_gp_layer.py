@@ -12,7 +12,7 @@ from gpflow.keras import tf_keras
 from ..core.cholesky import jittered_cholesky
 from ..core.conditionals import amortized_conditional, amortized_kl
 from ..core.covariances import pointwise_covariances
-from ..inference import AffineInference, InducingInit, MLPInference
+from ..inference import AffineInference, InducingInit, InferenceKind, MLPInference
 from ..kernels import (
     KERNELS,
     KernelArg,
@@ -29,16 +29,22 @@ from ..validation import (
     check_optional_positive_int,
     check_positive_int,
 )
-from .base import KLConvention, MixtureLayer
+from .base import MixtureLayer
 
-__all__ = ["AmortizedGPLayer", "InferenceKind"]
+__all__ = ["AmortizedGPLayer", "KLConvention"]
 
 
-class InferenceKind(str, enum.Enum):
-    """Which inference function produces the layer's ``Z`` and ``q(u)``."""
+class KLConvention(str, enum.Enum):
+    """How a layer's per-datapoint KL divergences enter the per-datapoint objective.
 
-    AFFINE = "affine"  #: the paper's affine maps + two MLPs (:class:`AffineInference`)
-    MLP = "mlp"  #: the original IDSGP single MLP (:class:`MLPInference`)
+    * ``"paper"``: ``mean_b KL_b / N``, the paper's minibatch bound (IDSGP and the reference
+      code do the same): the local KLs weigh like one global KL.
+    * ``"per_point"``: ``mean_b KL_b``, every datapoint pays its own full KL, the strict ELBO
+      for local inducing variables (``N`` times stronger regularisation).
+    """
+
+    PAPER = "paper"
+    PER_POINT = "per_point"
 
 
 @tf_keras.utils.register_keras_serializable(package="gpflux_avdgp")

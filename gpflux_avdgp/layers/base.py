@@ -8,7 +8,6 @@ is added to the Keras loss.
 
 from __future__ import annotations
 
-import enum
 from typing import Optional
 
 import gpflow
@@ -21,7 +20,7 @@ from ..propagation import Propagated, PropagationRule, propagate
 from ..validation import check_choice, check_optional_positive_int, check_positive_int
 from .module_state import GPflowModuleState
 
-__all__ = ["KLConvention", "MixtureLayer", "DEFAULT_NUM_POINTS", "NON_FINITE_MESSAGE"]
+__all__ = ["MixtureLayer", "DEFAULT_NUM_POINTS", "NON_FINITE_MESSAGE"]
 
 #: Components created from a one-component mixture when ``num_points`` is not given (paper).
 DEFAULT_NUM_POINTS = 32
@@ -35,19 +34,6 @@ def _replica_position() -> tuple:
     if context is None or context.num_replicas_in_sync == 1:
         return (0, 1)
     return (context.replica_id_in_sync_group, context.num_replicas_in_sync)
-
-
-class KLConvention(str, enum.Enum):
-    """How a layer's per-datapoint KL divergences enter the per-datapoint objective.
-
-    * ``"paper"``: ``mean_b KL_b / N``, the paper's minibatch bound (IDSGP and the reference
-      code do the same): the local KLs weigh like one global KL.
-    * ``"per_point"``: ``mean_b KL_b``, every datapoint pays its own full KL, the strict ELBO
-      for local inducing variables (``N`` times stronger regularisation).
-    """
-
-    PAPER = "paper"
-    PER_POINT = "per_point"
 
 
 class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer):
