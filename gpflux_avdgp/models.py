@@ -1,4 +1,5 @@
-"""Convenience constructor for the paper's AVDGP as a ``tf_keras.Sequential``."""
+"""The one AVDGP builder: the paper's model (and its shallow relatives SGP-AVI and IDSGP, via
+``layer_kwargs``) as a ``tf_keras.Sequential``; the experiments' model zoo builds with it too."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ import numpy as np
 from gpflow.keras import tf_keras
 
 from .layers import AmortizedGPLayer, TrainableLikelihood
+from .layers.base import DEFAULT_NUM_POINTS
 from .presets import layer_options
-from .propagation import layer_rule_and_objective
-from .validation import check_positive_int
+from .propagation import PropagationRule, layer_rule_and_objective
+from .validation import check_choice, check_positive_int
 
-__all__ = ["build_avdgp"]
+__all__ = ["build_avdgp", "expansion_points"]
 
 
 def build_avdgp(
@@ -25,7 +27,9 @@ def build_avdgp(
     *,
     rule: str = "ar2p",
     num_points: Optional[int] = None,
+    num_train_samples: Optional[int] = None,
     preset: str = "default",
+    name: str = "avdgp",
     **layer_kwargs,
 ) -> tf_keras.Sequential:
     """An ``Input`` then one :class:`AmortizedGPLayer` per entry of ``units``, then a
@@ -38,7 +42,13 @@ def build_avdgp(
     :param likelihood: GPflow likelihood; pass the same object to ``AVDGPLoss``.
     :param rule: ``"ar1"``, ``"ar2"``, ``"ar2p"`` (default) or ``"ar2pp"`` (AR2P layers; train
         with ``AVDGPLoss(likelihood, objective="predictive")``).
-    :param num_points: ``S`` (default 32, AR1: 1 for training).
+    :param num_points: ``S``, components of every mixture after the first layer: AR2P's sigma
+        points (training and prediction), the Monte Carlo samples of AR1/AR2 at prediction
+        (default 32, the paper's).
+    :param num_train_samples: Monte Carlo samples per datapoint in training, AR1/AR2 only;
+        default 1 for AR1 (the paper: "S can be as small as 1 when we train with stochastic
+        gradient optimizers"), ``S`` for AR2. AR2P has no samples.
+    :param name: the model's name.
     :param preset: ``"default"`` or ``"paper"``: layer options from
         :func:`gpflux_avdgp.presets.layer_options` (the paper: inducing points start as noisy
         copies of the input, ``inducing_init="input"``); ``layer_kwargs`` override them.
@@ -59,6 +69,7 @@ def build_avdgp(
             f"num_inducing: expected {len(units)} values (one per layer), got {len(num_inducing)}"
         )
     layer_rule, _ = layer_rule_and_objective(rule)
+    expansion = expansion_points(layer_rule, num_points, num_train_samples)
     layer_kwargs = {**layer_options(preset), **layer_kwargs}
     seed = layer_kwargs.pop("seed", None)
     layers: list[tf_keras.layers.Layer] = [
@@ -71,11 +82,37 @@ def build_avdgp(
                 inducing,
                 num_data,
                 rule=layer_rule,
-                num_points=num_points if index == 1 else None,
+                **(expansion if index == 1 else {}),
                 seed=None if seed is None else seed + index,
                 name=f"gp_layer_{index + 1}",
                 **layer_kwargs,
             )
         )
     layers.append(TrainableLikelihood(likelihood, name="likelihood"))
-    return tf_keras.Sequential(layers, name="avdgp")
+    return tf_keras.Sequential(layers, name=name)
+
+
+def expansion_points(
+    rule: str | PropagationRule,
+    num_points: Optional[int] = None,
+    num_train_samples: Optional[int] = None,
+) -> dict:
+    """``num_points`` and ``num_predict_points`` of the second layer, which expands the first
+    layer's one-component output to ``S`` components (later layers keep the count): AR2P's
+    ``S`` sigma points; AR2 trains on ``S`` samples, AR1 on one (``num_train_samples``
+    overrides), both predict with ``S``. Used for amortized and wrapped GPflux layers alike."""
+    rule = check_choice("rule", rule, PropagationRule)
+    points = (
+        DEFAULT_NUM_POINTS if num_points is None else check_positive_int("num_points", num_points)
+    )
+    if num_train_samples is not None:
+        num_train_samples = check_positive_int("num_train_samples", num_train_samples)
+    if rule is PropagationRule.AR2P:
+        if num_train_samples is not None:
+            raise ValueError(
+                f"num_train_samples: rule 'ar2p' has no samples (its {points} sigma points are "
+                f"num_points), got {num_train_samples}"
+            )
+        return {"num_points": points}
+    default_samples = 1 if rule is PropagationRule.AR1 else points
+    return {"num_points": num_train_samples or default_samples, "num_predict_points": points}

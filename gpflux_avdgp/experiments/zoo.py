@@ -31,7 +31,8 @@ import gpflux
 import numpy as np
 from gpflow.keras import tf_keras
 
-from ..layers import AmortizedGPLayer, SigmaPointGPLayer, TrainableLikelihood
+from ..layers import SigmaPointGPLayer, TrainableLikelihood
+from ..models import build_avdgp, expansion_points
 from ..objectives import AVDGPLoss
 from ..presets import layer_options
 from ..propagation import MODEL_RULES, layer_rule_and_objective
@@ -235,17 +236,6 @@ def _gpflux_layer(
     )
 
 
-def _point_counts(rule: str, index: int, num_points: int) -> dict:
-    """``num_points``/``num_predict_points`` of layer ``index``: the second layer expands the
-    first layer's one-component output to ``S`` components (AR1: one sample in training, ``S``
-    at test time, the paper's setting); later layers keep the count they receive."""
-    if index != 1:
-        return {"num_points": None, "num_predict_points": None}
-    if rule == "ar1":
-        return {"num_points": 1, "num_predict_points": num_points}
-    return {"num_points": num_points, "num_predict_points": None}
-
-
 def _global_inducing_layers(
     spec: ModelSpec,
     input_dim: int,
@@ -278,41 +268,12 @@ def _global_inducing_layers(
             SigmaPointGPLayer(
                 gp_layer,
                 rule=rule,
-                **_point_counts(rule, index, spec.num_points),
+                **(expansion_points(rule, spec.num_points) if index == 1 else {}),
                 seed=spec.seed + index,
                 name=f"gp_layer_{index + 1}",
             )
         )
         in_dim = width
-    return layers
-
-
-def _amortized_layers(
-    spec: ModelSpec, num_data: int, dims: list[int], inducing: list[int]
-) -> list[tf_keras.layers.Layer]:
-    kind = spec.kind
-    shallow = kind in SHALLOW
-    rule, _ = layer_rule_and_objective(spec.rule or "ar2p")
-    options = layer_options(spec.preset)
-    if kind is ModelKind.IDSGP:
-        options.pop("inducing_init")  # IDSGP's single MLP has no affine maps
-    options.update(spec.extra)
-    layers = []
-    for index, (width, count) in enumerate(zip(dims, inducing)):
-        layers.append(
-            AmortizedGPLayer(
-                width,
-                count,
-                num_data,
-                inference="mlp" if kind is ModelKind.IDSGP else "affine",
-                full_rank=shallow,
-                rule=rule,
-                **_point_counts(rule, index, spec.num_points),
-                seed=spec.seed + index,
-                name=f"gp_layer_{index + 1}",
-                **options,
-            )
-        )
     return layers
 
 
@@ -337,17 +298,32 @@ def build_model(
     num_data = check_positive_int("num_data", num_data)
     dims = spec.resolved_dims()
     inducing = spec.resolved_inducing()
+    likelihood = _likelihood(task)
+    name = spec.label.replace("-", "_")
     if kind in GLOBAL_INDUCING:
         gp_layers = _global_inducing_layers(spec, input_dim, num_data, dims, inducing, inputs)
-    else:
-        gp_layers = _amortized_layers(spec, num_data, dims, inducing)
-    likelihood = _likelihood(task)
-    model = tf_keras.Sequential(
-        [tf_keras.Input((input_dim,), dtype=gpflow.default_float())]
-        + gp_layers
-        + [TrainableLikelihood(likelihood, name="likelihood")],
-        name=spec.label.replace("-", "_"),
-    )
+        model = tf_keras.Sequential(
+            [tf_keras.Input((input_dim,), dtype=gpflow.default_float())]
+            + gp_layers
+            + [TrainableLikelihood(likelihood, name="likelihood")],
+            name=name,
+        )
+    else:  # AVDGP, SGP-AVI, IDSGP: the package's one builder
+        model = build_avdgp(
+            input_dim,
+            dims,
+            inducing,
+            num_data,
+            likelihood,
+            rule=spec.rule or "ar2p",
+            num_points=spec.num_points,
+            preset=spec.preset,
+            name=name,
+            inference="mlp" if kind is ModelKind.IDSGP else "affine",
+            full_rank=kind in SHALLOW,
+            seed=spec.seed,
+            **spec.extra,
+        )
     objective = "predictive" if kind is ModelKind.DSPP else "elbo"  # DSPP: Jankowiak et al.
     if kind is ModelKind.AVDGP:
         _, objective = layer_rule_and_objective(spec.rule)

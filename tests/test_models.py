@@ -1,0 +1,55 @@
+"""``build_avdgp``, the one AVDGP builder: what ``num_points`` and ``num_train_samples`` mean
+per rule, and that the experiments' zoo builds its amortized models with it."""
+
+from __future__ import annotations
+
+import gpflow
+import pytest
+
+from gpflux_avdgp import build_avdgp
+from gpflux_avdgp.experiments.zoo import ModelSpec, build_model
+from gpflux_avdgp.models import expansion_points
+
+
+def _second_layer(model):
+    return model.get_layer("gp_layer_2")
+
+
+@pytest.mark.parametrize(
+    "rule, train_samples, expected",
+    [
+        ("ar1", None, (1, 8)),  # the paper: one sample in training, S at prediction
+        ("ar1", 4, (4, 8)),
+        ("ar2", None, (8, 8)),
+        ("ar2", 2, (2, 8)),
+        ("ar2p", None, (8, None)),  # sigma points: the same S in training and prediction
+        ("ar2pp", None, (8, None)),
+    ],
+)
+def test_num_points_is_s_and_ar1_trains_on_one_sample(rule, train_samples, expected):
+    model = build_avdgp(
+        2, [3, 1], 4, 50, gpflow.likelihoods.Gaussian(), rule=rule, num_points=8,
+        num_train_samples=train_samples,
+    )  # fmt: skip
+    layer = _second_layer(model)
+    assert (layer.num_points, layer.num_predict_points) == expected
+    assert model.get_layer("gp_layer_1").num_points is None  # the first layer: one component
+
+
+def test_sigma_points_have_no_training_samples():
+    with pytest.raises(ValueError, match="^num_train_samples: rule 'ar2p' has no samples"):
+        expansion_points("ar2p", 8, 2)
+
+
+@pytest.mark.parametrize("rule", ["ar1", "ar2", "ar2p", "ar2pp"])
+def test_zoo_builds_avdgp_with_the_builder(rule):
+    spec = ModelSpec(rule=rule, num_layers=2, hidden_dims=[3], num_inducing=[4], num_points=8)
+    zoo_model = build_model(spec, 2, 50).model
+    direct = build_avdgp(
+        2, [3, 1], 4, 50, gpflow.likelihoods.Gaussian(variance=0.1), rule=rule, num_points=8,
+        name=zoo_model.name, seed=0, full_rank=False, inference="affine",
+    )  # fmt: skip
+    configs = [[layer.get_config() for layer in model.layers] for model in (zoo_model, direct)]
+    for config in configs:
+        del config[-1]["likelihood"]["id"]  # a fresh identifier per likelihood object
+    assert configs[0] == configs[1]
