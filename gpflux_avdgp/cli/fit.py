@@ -118,12 +118,12 @@ def _one_line_warnings():
     with warnings.catch_warnings():
         show = warnings.showwarning
 
-        def one_line(message, category, filename, lineno, file=None, line=None):
+        def show_in_one_line(message, category, filename, lineno, file=None, line=None):
             if not issubclass(category, UnevenBatchesWarning):
                 return show(message, category, filename, lineno, file, line)
             print(f"avdgp fit: warning: {one_line(message)}", file=sys.stderr)
 
-        warnings.showwarning = one_line
+        warnings.showwarning = show_in_one_line
         yield
 
 
