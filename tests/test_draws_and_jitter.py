@@ -156,7 +156,7 @@ def test_prediction_is_deterministic_and_independent_of_batching(rng, rule):
     for row in range(len(x)):
         alone = model(tf.constant(x[row : row + 1]), training=False).numpy()
         np.testing.assert_allclose(alone[0], together[row], rtol=1e-12)
-    assert together.shape[1] == (32 if rule == "ar1" else 4)  # AR1 predicts with S = 32
+    assert together.shape[1] == 4  # both predict with S = num_points
 
 
 def test_xla_prediction_equals_eager_prediction(rng):

@@ -15,7 +15,7 @@ import tensorflow as tf
 from gpflux_avdgp import AmortizedGPLayer, PredictiveMixture, SigmaPointGPLayer, training
 from gpflux_avdgp._quiet_tensorflow import _is_noise
 from gpflux_avdgp.data import Split, Standardizer, epoch_shuffled_batches
-from gpflux_avdgp.experiments import bench, demo, runner, zoo
+from gpflux_avdgp.experiments import bench, bench_results, bench_tables, demo, runner, zoo
 from gpflux_avdgp.inference import MLPInference
 from gpflux_avdgp.objectives import Objective
 from gpflux_avdgp.propagation import PropagationRule
@@ -254,10 +254,10 @@ def test_run_returns_the_documented_record(rng):
 # ------------------------------------------------------------------------- bench summary
 def _write_results(path, rows):
     with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=bench.COLUMNS)
+        writer = csv.DictWriter(handle, fieldnames=bench_results.COLUMNS)
         writer.writeheader()
         for row in rows:
-            writer.writerow({k: row.get(k, "") for k in bench.COLUMNS})
+            writer.writerow({k: row.get(k, "") for k in bench_results.COLUMNS})
 
 
 def _result(dataset, model, seed, nll, status="ok"):
@@ -367,7 +367,7 @@ def test_time_curves_of_chosen_seeds_draw_one_line_per_model(tmp_path, monkeypat
         drawn[path.name] = (runs, title)
         return path
 
-    monkeypatch.setattr(bench.plots, "plot_time_to_accuracy", capture)
+    monkeypatch.setattr(bench_tables.plots, "plot_time_to_accuracy", capture)
     written = bench.plot_time_curves(curves, ["a", "b"], tmp_path, seeds=[0], suffix="_seed0")
     assert [path.name for path in written] == ["time_a_seed0.png"]  # no curves of data set b
     runs, title = drawn["time_a_seed0.png"]

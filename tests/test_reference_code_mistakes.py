@@ -84,6 +84,7 @@ def test_ar1_model_outputs_differ_across_identical_rows():
         likelihood=gpflow.likelihoods.Gaussian(),
         rule="ar1",
         num_points=num_points,
+        num_train_samples=num_points,  # AR1 trains on one sample unless told otherwise
         seed=5,
         preset="paper",
     )

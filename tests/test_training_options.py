@@ -260,7 +260,7 @@ def test_bench_rows_keep_their_preset(tmp_path):
     from gpflux_avdgp.experiments import bench, bench_results
 
     path = tmp_path / "results.csv"
-    legacy = [c for c in bench.COLUMNS if c not in ("preset", "best_epoch")]
+    legacy = [c for c in bench_results.COLUMNS if c not in ("preset", "best_epoch")]
     path.write_text(
         ",".join(legacy) + "\n" + "wine,avdgp-ar2p,0,10,ok" + "," * (len(legacy) - 5) + "\n"
     )
@@ -278,6 +278,6 @@ def test_bench_rows_keep_their_preset(tmp_path):
     rows = bench.read_results(path)
     assert [row["preset"] for row in rows] == ["paper", "default"]  # before the column: paper
     assert [row["model"] for row in rows] == ["avdgp-ar2p", "svgp"]
-    assert path.read_text().splitlines()[0] == ",".join(bench.COLUMNS)  # header upgraded
+    assert path.read_text().splitlines()[0] == ",".join(bench_results.COLUMNS)  # header upgraded
     assert bench.display_model("avdgp-ar2p", "paper") == "avdgp-ar2p/paper"
     assert bench.display_model("avdgp-ar2p", "default") == "avdgp-ar2p"
