@@ -422,7 +422,7 @@ def test_demo_writes_figures_and_error_rates(capsys, tmp_path):
         "demo",
         "--epochs",
         "1",
-        "--num-points",
+        "--rows",
         "300",
         "--total-inducing",
         "8",
@@ -434,7 +434,7 @@ def test_demo_writes_figures_and_error_rates(capsys, tmp_path):
     for name in ("training_data.png", "predictive_probability.png", "inducing_points.png"):
         assert_png(out / name)
     summary = strict_json((out / "results.json").read_text())
-    assert summary["settings"]["epochs"] == 1 and summary["settings"]["num_points"] == 300
+    assert summary["settings"]["epochs"] == 1 and summary["settings"]["num_rows"] == 300
     assert 0 < summary["n_train"] + summary["n_test"] <= 300
     results = summary["results"]
     assert set(results) == {"SGP-AVI", "AVDGP-2L", "AVDGP-3L"}

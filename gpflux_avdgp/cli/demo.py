@@ -13,7 +13,7 @@ def demo_command(args) -> int:
     settings = demo_settings(
         args.full,
         epochs=args.epochs,
-        num_points=args.num_points,
+        num_rows=args.rows,
         total_inducing=args.total_inducing,
         seed=args.seed,
         preset=args.preset,

@@ -94,7 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--epochs", type=_positive_int, help="epochs per model (default 40)")
     demo.add_argument(
-        "--num-points", type=_positive_int, help="rows generated, split 3:2:1 (default 12000)"
+        "--rows",
+        "--num-points",  # its name before 24 November 2026, kept for scripts
+        dest="rows",
+        type=_positive_int,
+        help="rows generated, split 3:2:1 (default 12000)",
     )
     demo.add_argument(
         "--total-inducing", type=_positive_int, help="|M| summed over layers (default 32)"

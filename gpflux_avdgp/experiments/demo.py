@@ -37,7 +37,7 @@ PAPER_TABLE_2 = {"SGP-AVI": 7.63, "AVDGP-2L": 4.40, "AVDGP-3L": 4.14}
 class DemoSettings:
     """Size of the demo.
 
-    :param num_points: rows generated, split train:test:validation = 3:2:1 (paper).
+    :param num_rows: rows generated, split train:test:validation = 3:2:1 (paper).
     :param epochs: training epochs per model.
     :param total_inducing: ``|M|``, inducing points summed over layers, split 1:1 (2 layers)
         and 2:1:1 (3 layers) as in the paper.
@@ -52,7 +52,7 @@ class DemoSettings:
     :param curve_points: test-error evaluations per model for the learning-curve figure.
     """
 
-    num_points: int = 12000
+    num_rows: int = 12000
     epochs: int = 40
     total_inducing: int = 32
     num_sigma_points: int = 16
@@ -66,7 +66,7 @@ class DemoSettings:
 #: About three minutes on 2 CPU cores: 6000 training points, 40 epochs (2400 steps) and S = 16.
 REDUCED = DemoSettings()
 #: The paper's data size, length and S: 40000 training points, 100 epochs, S = 32.
-FULL = DemoSettings(num_points=80000, epochs=100, num_sigma_points=32)
+FULL = DemoSettings(num_rows=80000, epochs=100, num_sigma_points=32)
 
 
 class _TestErrorCurve(tf_keras.callbacks.Callback):
@@ -136,7 +136,7 @@ def run_demo(
         if stream is not None:
             print(text, file=stream, flush=True)
 
-    split = toy_splits(check_positive_int("num_points", settings.num_points), settings.seed)
+    split = toy_splits(check_positive_int("num_rows", settings.num_rows), settings.seed)
     say(
         f"Toy 'DGP' letters: {len(split.x_train)} train, {len(split.x_val)} validation, "
         f"{len(split.x_test)} test points; {settings.epochs} epochs per model"

@@ -81,20 +81,20 @@ def letters_mask(points: np.ndarray, text: str = "DGP") -> np.ndarray:
     return inside
 
 
-def make_toy_dataset(num_points: int, seed: int = 0) -> Dataset:
+def make_toy_dataset(num_rows: int, seed: int = 0) -> Dataset:
     """Sample the toy classification data set: ``x ~ U(0, 1)^2``, label 1 inside "DGP".
 
-    :param num_points: Number of points ``N``.
+    :param num_rows: Number of points ``N``.
     :param seed: Seed of ``np.random.default_rng``; the same seed gives the same data.
     :return: A :class:`Dataset` named ``"dgp-letters"`` with inputs [N, 2] and targets [N] of
         0.0 / 1.0, without test masks.
     """
-    if isinstance(num_points, bool) or not isinstance(num_points, (int, np.integer)):
-        raise ValueError(f"num_points: expected an integer >= 1, got {num_points!r}")
-    if num_points < 1:
-        raise ValueError(f"num_points: expected an integer >= 1, got {num_points!r}")
+    if isinstance(num_rows, bool) or not isinstance(num_rows, (int, np.integer)):
+        raise ValueError(f"num_rows: expected an integer >= 1, got {num_rows!r}")
+    if num_rows < 1:
+        raise ValueError(f"num_rows: expected an integer >= 1, got {num_rows!r}")
     rng = np.random.default_rng(seed)
-    inputs = rng.uniform(0.0, 1.0, size=(int(num_points), 2))
+    inputs = rng.uniform(0.0, 1.0, size=(int(num_rows), 2))
     targets = letters_mask(inputs).astype(np.float64)
     return Dataset(
         name="dgp-letters",
@@ -105,14 +105,14 @@ def make_toy_dataset(num_points: int, seed: int = 0) -> Dataset:
     )
 
 
-def toy_splits(num_points: int, seed: int = 0) -> Split:
-    """The paper's protocol: sample ``num_points`` and split them train:test:val = 3:2:1.
+def toy_splits(num_rows: int, seed: int = 0) -> Split:
+    """The paper's protocol: sample ``num_rows`` and split them train:test:val = 3:2:1.
 
-    :param num_points: Total number of points (train + test + validation); a multiple of 6
+    :param num_rows: Total number of points (train + test + validation); a multiple of 6
         gives exact 3:2:1 counts.
     :param seed: Seed for the data and, through a derived seed, for the split.
     :return: The :class:`Split` (targets [n, 1] of 0.0 / 1.0).
     """
-    dataset = make_toy_dataset(num_points, seed)
+    dataset = make_toy_dataset(num_rows, seed)
     split_seed = int(np.random.SeedSequence([int(seed), 1]).generate_state(1)[0])
     return split_dataset(dataset, seed=split_seed, test_fraction=2 / 6, val_fraction=1 / 6)
