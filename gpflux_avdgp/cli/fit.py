@@ -66,13 +66,7 @@ def fit_command(args) -> int:
         if not args.quiet:
             print(f"avdgp fit: {worker_name(strategy)} finished", file=sys.stderr)
         return 0
-    if args.save:
-        _record_data_columns(Path(args.save), args, dataset, classes)
-    print_record(record)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(record, indent=2))
-    return 0
+    return _finish(args, record, dataset, classes)
 
 
 def model_spec(args):
@@ -234,9 +228,13 @@ def _fit_streaming(args) -> int:
         stream=progress_stream(args),
         save_dir=Path(args.save) if args.save else None,
     )
+    return _finish(args, record, train, None if classes is None else list(classes))
+
+
+def _finish(args, record: dict, dataset, classes: Optional[list]) -> int:
+    """Print the record, add the data layout to a saved run and write ``--json``; exit 0."""
     if args.save:
-        labels = None if classes is None else list(classes)
-        _record_data_columns(Path(args.save), args, train, labels)
+        _record_data_columns(Path(args.save), args, dataset, classes)
     print_record(record)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)

@@ -42,12 +42,8 @@ class SavedRun:
 
 def _load_keras_model(path: Path, command: str):
     """``path`` (a ``.keras`` file) as a model; a file that does not load is a UsageError."""
-    try:
-        from ..io.saving import ModelFileError, load_model
-    except ImportError:  # before gpflux_avdgp.io.saving existed
-        from gpflow.keras import tf_keras
+    from ..io.saving import ModelFileError, load_model
 
-        ModelFileError, load_model = (), tf_keras.models.load_model
     try:
         return load_model(str(path))
     except ModelFileError as error:
