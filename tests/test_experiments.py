@@ -241,14 +241,15 @@ def test_run_returns_the_documented_record(rng):
     spec = zoo.ModelSpec(num_layers=2, hidden_dims=[2], num_inducing=[3], num_points=3)
     config = training.TrainConfig(epochs=2, batch_size=40, seed=3)
     record = runner.run(spec, split, config, dataset="toy", stream=None)
-    for key in ("model", "rule", "dataset", "n_train", "n_test", "dim", "epochs", "seed"):
-        assert key in record
-    assert (record["n_train"], record["n_val"], record["n_test"], record["dim"]) == (80, 10, 30, 2)
-    assert set(record["test"]) == {"nll", "rmse", "crps", "coverage_95"}
-    assert all(np.isfinite(v) for v in record["test"].values())
-    assert record["train_seconds_per_epoch"] > 0 and record["predict_seconds"] > 0
-    assert record["rule"] == "ar2p" and record["label"] == "avdgp-ar2p"
-    assert record["val"] is not None and record["test_original_units"] is None
+    assert isinstance(record, training.RunRecord)
+    assert (record.model, record.dataset, record.epochs, record.seed) == ("avdgp", "toy", 2, 3)
+    assert record.streamed_shards is None and record.task == "regression"
+    assert (record.n_train, record.n_val, record.n_test, record.dim) == (80, 10, 30, 2)
+    assert set(record.test) == {"nll", "rmse", "crps", "coverage_95"}
+    assert all(np.isfinite(v) for v in record.test.values())
+    assert record.train_seconds_per_epoch > 0 and record.predict_seconds > 0
+    assert record.rule == "ar2p" and record.label == "avdgp-ar2p"
+    assert record.val is not None and record.test_original_units is None
 
 
 # ------------------------------------------------------------------------- bench summary

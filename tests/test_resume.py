@@ -209,7 +209,7 @@ def test_run_refuses_a_folder_with_other_settings_or_a_finished_run(tmp_path, rn
     with pytest.raises(ValueError, match="data_sha256"):
         prepare_save_dir(tmp_path, SPEC, other_data, config, "toy")
     record = run(SPEC, split, config, dataset="toy", stream=None, save_dir=tmp_path)
-    assert record["resumed_from_epoch"] == 0
+    assert record.resumed_from_epoch == 0
     assert (tmp_path / "run.json").exists() and not (tmp_path / "backup").exists()
     with pytest.raises(ValueError, match="holds a finished run"):
         run(SPEC, split, config, dataset="toy", stream=None, save_dir=tmp_path)

@@ -143,12 +143,12 @@ def test_restore_best_ends_with_the_weights_of_the_best_epoch(rng):
         epochs=6, batch_size=20, learning_rate=0.3, seed=0, restore_best=True
     )
     record = runner.run(spec, split, config, dataset="toy", stream=None)
-    curve = dict(record["val_nll_curve"])
+    curve = dict(record.val_nll_curve)
     assert len(curve) == 6
     best = min(curve, key=curve.get)
     assert best < 6  # the last epoch is worse: without restoring, the final NLL differs
-    assert record["best_epoch"] == best
-    np.testing.assert_allclose(record["val"]["nll"], curve[best], rtol=1e-6)
+    assert record.best_epoch == best
+    np.testing.assert_allclose(record.val["nll"], curve[best], rtol=1e-6)
 
 
 def test_patience_stops_with_the_best_epoch_of_the_full_run(rng):
@@ -159,7 +159,7 @@ def test_patience_stops_with_the_best_epoch_of_the_full_run(rng):
     spec = zoo.ModelSpec(num_layers=1, num_inducing=[3], seed=0)
     settings = dict(epochs=8, batch_size=20, learning_rate=0.3, seed=0, restore_best=True)
     full = runner.run(spec, split, training.TrainConfig(**settings), dataset="toy", stream=None)
-    curve = [nll for _, nll in full["val_nll_curve"]]
+    curve = [nll for _, nll in full.val_nll_curve]
     patience, best, expected_stop = 2, 0, len(curve)
     for epoch, nll in enumerate(curve):
         best = epoch if nll < curve[best] else best
@@ -175,15 +175,15 @@ def test_patience_stops_with_the_best_epoch_of_the_full_run(rng):
         stream=None,
         test_curve=True,
     )
-    assert full["stopped_epoch"] == 8 and stopped["stopped_epoch"] == expected_stop
-    assert len(stopped["epoch_seconds"]) == expected_stop
-    assert stopped["best_epoch"] == full["best_epoch"] == best + 1
-    np.testing.assert_allclose(stopped["test"]["nll"], full["test"]["nll"], rtol=1e-10)
+    assert full.stopped_epoch == 8 and stopped.stopped_epoch == expected_stop
+    assert len(stopped.epoch_seconds) == expected_stop
+    assert stopped.best_epoch == full.best_epoch == best + 1
+    np.testing.assert_allclose(stopped.test["nll"], full.test["nll"], rtol=1e-10)
     # the test curve is scored after every epoch; the record's test NLL is the best epoch's
-    test_curve = dict(stopped["test_nll_curve"])
+    test_curve = dict(stopped.test_nll_curve)
     assert sorted(test_curve) == list(range(1, expected_stop + 1))
-    np.testing.assert_allclose(stopped["test"]["nll"], test_curve[best + 1], rtol=1e-6)
-    assert full["test_nll_curve"] is None
+    np.testing.assert_allclose(stopped.test["nll"], test_curve[best + 1], rtol=1e-6)
+    assert full.test_nll_curve is None
 
 
 def test_patience_follows_the_preset_and_restore_best():

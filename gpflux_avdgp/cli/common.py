@@ -50,20 +50,20 @@ def check_output_file(command: str, option: str, value: Optional[str]) -> None:
         raise UsageError(f"avdgp {command}: {option} {value}: {existing} is not writable")
 
 
-def print_record(record: dict) -> None:
-    test = record["test"]
-    scores = ", ".join(f"{key} {value:.4f}" for key, value in test.items())
+def print_record(record) -> None:
+    """Print a :class:`~gpflux_avdgp.training.record.RunRecord`: sizes, test scores, seconds."""
+    scores = ", ".join(f"{key} {value:.4f}" for key, value in record.test.items())
     print(
-        f"{record['label']} on {record['dataset']} (n_train {record['n_train']}, n_test "
-        f"{record['n_test']}, D {record['dim']}, {record['epochs']} epochs)"
+        f"{record.label} on {record.dataset} (n_train {record.n_train}, n_test "
+        f"{record.n_test}, D {record.dim}, {record.epochs} epochs)"
     )
     print(f"  test (standardised units): {scores}")
-    if record.get("test_original_units"):
+    if record.test_original_units:
         original = ", ".join(
-            f"{key} {value:.4f}" for key, value in record["test_original_units"].items()
+            f"{key} {value:.4f}" for key, value in record.test_original_units.items()
         )
         print(f"  test (original units):     {original}")
     print(
-        f"  {record['train_seconds_per_epoch']:.2f} s/epoch (first epoch "
-        f"{record['first_epoch_seconds']:.1f} s), predict {record['predict_seconds']:.2f} s"
+        f"  {record.train_seconds_per_epoch:.2f} s/epoch (first epoch "
+        f"{record.first_epoch_seconds:.1f} s), predict {record.predict_seconds:.2f} s"
     )

@@ -61,12 +61,13 @@ def fit_command(args) -> int:
             stream=progress_stream(args) if chief else None,
             save_dir=Path(args.save) if args.save else None,
             strategy=strategy,
+            data_columns=_data_columns(args, dataset, classes),
         )
     if not chief:  # the chief prints the record and writes the files
         if not args.quiet:
             print(f"avdgp fit: {worker_name(strategy)} finished", file=sys.stderr)
         return 0
-    return _finish(args, record, dataset, classes)
+    return _finish(args, record)
 
 
 def model_spec(args):
@@ -227,30 +228,28 @@ def _fit_streaming(args) -> int:
         classes=classes,
         stream=progress_stream(args),
         save_dir=Path(args.save) if args.save else None,
+        data_columns=_data_columns(args, train, None if classes is None else list(classes)),
     )
-    return _finish(args, record, train, None if classes is None else list(classes))
+    return _finish(args, record)
 
 
-def _finish(args, record: dict, dataset, classes: Optional[list]) -> int:
-    """Print the record, add the data layout to a saved run and write ``--json``; exit 0."""
-    if args.save:
-        _record_data_columns(Path(args.save), args, dataset, classes)
+def _finish(args, record) -> int:
+    """Print the record and write ``--json``; exit 0."""
     print_record(record)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(record, indent=2))
+        Path(args.json).write_text(json.dumps(record.as_dict(), indent=2))
     return 0
 
 
-def _record_data_columns(directory: Path, args, dataset, classes: Optional[list]) -> None:
-    """Add the data layout to ``run.json``, for ``predict`` and ``export``: the target column,
+def _data_columns(args, dataset, classes: Optional[list]):
+    """The data layout ``run.json`` keeps for ``predict`` and ``export``: the target column,
     the feature and target names and (classification) the two original label values."""
-    path = directory / "run.json"
-    info = json.loads(path.read_text())
-    info["data"] = {
-        "target": args.target,
-        "feature_names": dataset.feature_names,
-        "target_name": dataset.target_name,
-        "classes": classes,
-    }
-    path.write_text(json.dumps(info, indent=2))
+    from ..training.record import DataColumns
+
+    return DataColumns(
+        target=args.target,
+        feature_names=None if dataset.feature_names is None else list(dataset.feature_names),
+        target_name=dataset.target_name,
+        classes=classes,
+    )

@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from ..data import Dataset, Standardizer, load_dataset, split_dataset, uci_dataset_path
-from ..training import TrainConfig, TrainingDiverged
+from ..training import RunRecord, TrainConfig, TrainingDiverged
 from .bench_results import (
     CURVES_FILE,
     METRICS,
@@ -97,26 +97,26 @@ def _load(name: str, root: Optional[str], max_rows: Optional[int]) -> Dataset:
     return dataset
 
 
-def _row(record: dict, dataset: str, model: str, seed: int, epochs: int, preset: str) -> dict:
-    test, original = record["test"], record["test_original_units"] or {}
+def _row(record: RunRecord, dataset: str, model: str, seed: int, epochs: int, preset: str) -> dict:
+    test, original = record.test, record.test_original_units or {}
     return {
         "preset": preset,
-        "best_epoch": record.get("best_epoch"),
-        "stopped_epoch": record.get("stopped_epoch"),
+        "best_epoch": record.best_epoch,
+        "stopped_epoch": record.stopped_epoch,
         "dataset": dataset,
         "model": model,
         "seed": seed,
         "epochs": epochs,
         "status": "ok",
-        "n_train": record["n_train"],
-        "n_val": record["n_val"],
-        "n_test": record["n_test"],
-        "dim": record["dim"],
+        "n_train": record.n_train,
+        "n_val": record.n_val,
+        "n_test": record.n_test,
+        "dim": record.dim,
         **{key: test.get(key) for key in ("nll", "rmse", "crps", "coverage_95")},
         **{f"{key}_original": original.get(key) for key in METRICS},
-        "train_seconds_per_epoch": record["train_seconds_per_epoch"],
-        "first_epoch_seconds": record["first_epoch_seconds"],
-        "predict_seconds": record["predict_seconds"],
+        "train_seconds_per_epoch": record.train_seconds_per_epoch,
+        "first_epoch_seconds": record.first_epoch_seconds,
+        "predict_seconds": record.predict_seconds,
     }
 
 

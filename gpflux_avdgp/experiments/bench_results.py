@@ -7,6 +7,8 @@ import csv
 import json
 from pathlib import Path
 
+from ..training.record import RunRecord
+
 __all__ = ["COLUMNS", "CURVES_FILE", "display_model", "read_curves", "read_results"]
 
 METRICS = ("nll", "rmse", "crps")
@@ -104,11 +106,11 @@ def append_row(path: Path, row: dict) -> None:
         writer.writerow({key: row.get(key, "") for key in COLUMNS})
 
 
-def append_curve(path: Path, row: dict, record: dict) -> None:
+def append_curve(path: Path, row: dict, record: RunRecord) -> None:
     """One JSON line per finished run: its key, the seconds of every epoch and the validation
     and test NLL after every epoch (for time-to-accuracy plots)."""
     line = {key: row[key] for key in ("dataset", "model", "preset", "seed", "epochs")}
-    line.update({key: record.get(key) for key in CURVE_KEYS})
+    line.update({key: getattr(record, key) for key in CURVE_KEYS})
     with path.open("a") as handle:
         handle.write(json.dumps(line) + "\n")
 

@@ -21,9 +21,10 @@ from gpflow.keras import tf_keras
 
 from ..data import Standardizer
 from ..prediction import predict_mixture
+from ..training import EpochProgress, TrainConfig, fit_model, float_type
 from ..validation import check_positive_int
 from . import plots
-from .runner import EpochProgress, TrainConfig, fit_model, float_type, score_prediction
+from .runner import score_prediction
 from .toy import toy_splits
 from .zoo import ModelSpec, Task, build_model
 

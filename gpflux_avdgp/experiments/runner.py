@@ -26,11 +26,12 @@ from ..training.config import TrainConfig, float_type
 from ..training.distribute import barrier, is_chief, worker_save_dir
 from ..training.fit import best_epoch_callbacks, fit_model
 from ..training.progress import EpochProgress
+from ..training.record import DataColumns, RunRecord
 from ..training.rundir import array_fingerprint, prepare_run_dir, remove_if_empty, save_run
 from ..validation import check_choice
 from .zoo import BuiltModel, ModelSpec, Task, build_model
 
-__all__ = ["prepare_save_dir", "run", "score_prediction", "standardise_split"]
+__all__ = ["prepare_save_dir", "run", "run_record", "score_prediction", "standardise_split"]
 
 
 def score_prediction(
@@ -97,7 +98,8 @@ def run(
     predict_batch_size: int = 1000,
     strategy: Optional[tf.distribute.Strategy] = None,
     test_curve: bool = False,
-) -> dict:
+    data_columns: Optional[DataColumns] = None,
+) -> RunRecord:
     """Train ``spec`` on ``split`` (already standardised) and return the result record.
 
     With ``test_curve`` the test NLL is also scored after every epoch (for time-to-accuracy
@@ -105,12 +107,11 @@ def run(
     ``test_nll_curve`` is ``[[epoch, nll], ...]`` and ``epoch_seconds`` the training seconds
     of each epoch, without the scoring.
 
-    The record holds ``model``, ``rule``, ``dataset``, ``n_train``, ``n_test``, ``dim``,
-    ``test`` (``nll``, ``rmse``, ``crps``, ``coverage_95`` or ``nll``, ``error_rate``,
-    ``brier``, ``ece``), ``test_original_units`` (regression), ``val``,
-    ``train_seconds_per_epoch`` (epochs after the first, which includes tracing),
-    ``first_epoch_seconds``, ``predict_seconds``, ``epochs``, ``seed``, ``replicas`` (devices
-    training in sync, over all workers) and the settings.
+    The record (:class:`~gpflux_avdgp.training.record.RunRecord`) holds the test scores in
+    standardised and (regression) original units, the validation scores, the seconds per
+    epoch (after the first, which includes tracing) and of prediction, the kept and last
+    epochs, the settings and the architecture. With ``save_dir`` it is written to
+    ``run.json`` with ``data_columns`` (the CSV layout, for ``avdgp predict``).
 
     With a ``tf.distribute`` ``strategy`` the model is built, compiled and trained in its
     scope (see :func:`fit_model`); under multi-worker training every worker runs this with the
@@ -164,58 +165,101 @@ def run(
                 built.model, split.x_val, likelihood=built.likelihood, batch_size=1000
             )
             val, _ = score_prediction(val_prediction, split.y_val, task, standardizer)
-        steady = progress.seconds[1:] or progress.seconds
         best_epoch, val_curve = None, None
         stopped_epoch = len(progress.seconds) + int(progress.first_epoch or 0)
         if selection:
             scorer, stopper = selection
             best_epoch = int(stopper.best_epoch) + 1
             val_curve = _curve(scorer)
-        record = {
-            "model": spec.kind.value,
-            "label": spec.label,
-            "rule": spec.rule if spec.kind.value == "avdgp" else None,
-            "task": task.value,
-            "dataset": dataset,
-            "n_train": int(len(split.x_train)),
-            "n_val": int(len(split.x_val)),
-            "n_test": int(len(split.x_test)),
-            "dim": int(split.x_train.shape[1]),
-            "test": test,
-            "test_original_units": test_original,
-            "val": val,
-            "train_seconds_per_epoch": float(np.mean(steady)),
-            "first_epoch_seconds": float(progress.seconds[0]),
-            "predict_seconds": float(predict_seconds),
-            "final_train_loss": float(progress.losses[-1]),
-            "resumed_from_epoch": int(progress.first_epoch or 0),
-            "epochs": config.epochs,
-            "batch_size": config.batch_size,
-            "learning_rate": config.learning_rate,
-            "dtype": config.dtype,
-            "seed": config.seed,
-            "steps_per_execution": config.steps_per_execution,
-            "schedule": config.schedule,
-            "restore_best": config.restore_best,
-            "patience": config.patience,
-            "best_epoch": best_epoch,
-            "stopped_epoch": stopped_epoch,
-            "val_nll_curve": val_curve,
-            "test_nll_curve": None if test_scorer is None else _curve(test_scorer),
-            "epoch_seconds": [round(seconds, 4) for seconds in progress.seconds],
-            "replicas": 1 if strategy is None else int(strategy.num_replicas_in_sync),
-            "layers": spec.resolved_layers(),
-            "dims": spec.resolved_dims(),
-            "num_inducing": spec.resolved_inducing(),
-            "num_points": spec.num_points,
-            "num_parameters": int(
-                sum(int(np.prod(v.shape)) for v in built.model.trainable_variables)
-            ),
-        }
+        record = run_record(
+            spec,
+            built,
+            config,
+            progress,
+            dataset=dataset,
+            sizes=(len(split.x_train), len(split.x_val), len(split.x_test), split.x_train.shape[1]),
+            test=test,
+            test_original_units=test_original,
+            val=val,
+            predict_seconds=predict_seconds,
+            best_epoch=best_epoch,
+            stopped_epoch=stopped_epoch,
+            val_nll_curve=val_curve,
+            test_nll_curve=None if test_scorer is None else _curve(test_scorer),
+            replicas=1 if strategy is None else int(strategy.num_replicas_in_sync),
+        )
         if save_dir is not None:
             with worker_save_dir(Path(save_dir), strategy) as directory:
-                save_run(built, record, standardizer, directory)
+                save_run(built, record, standardizer, directory, data_columns=data_columns)
     return record
+
+
+def run_record(
+    spec: ModelSpec,
+    built: BuiltModel,
+    config: TrainConfig,
+    progress: EpochProgress,
+    *,
+    dataset: str,
+    sizes: tuple[int, int, int, int],
+    test: dict,
+    test_original_units: Optional[dict],
+    val: Optional[dict],
+    predict_seconds: float,
+    stopped_epoch: int,
+    best_epoch: Optional[int] = None,
+    val_nll_curve: Optional[list] = None,
+    test_nll_curve: Optional[list] = None,
+    replicas: int = 1,
+    streamed_shards: Optional[dict] = None,
+) -> RunRecord:
+    """The :class:`~gpflux_avdgp.training.record.RunRecord` of a finished run, for arrays and
+    streamed shards alike.
+
+    :param sizes: ``(n_train, n_val, n_test, input width D)``.
+    """
+    n_train, n_val, n_test, dim = (int(size) for size in sizes)
+    steady = progress.seconds[1:] or progress.seconds
+    return RunRecord(
+        model=spec.kind.value,
+        label=spec.label,
+        rule=spec.rule if spec.kind.value == "avdgp" else None,
+        task=Task(spec.task).value,
+        dataset=dataset,
+        n_train=n_train,
+        n_val=n_val,
+        n_test=n_test,
+        dim=dim,
+        test=test,
+        test_original_units=test_original_units,
+        val=val,
+        train_seconds_per_epoch=float(np.mean(steady)),
+        first_epoch_seconds=float(progress.seconds[0]),
+        predict_seconds=float(predict_seconds),
+        final_train_loss=float(progress.losses[-1]),
+        resumed_from_epoch=int(progress.first_epoch or 0),
+        epoch_seconds=[round(seconds, 4) for seconds in progress.seconds],
+        best_epoch=best_epoch,
+        stopped_epoch=int(stopped_epoch),
+        val_nll_curve=val_nll_curve,
+        test_nll_curve=test_nll_curve,
+        replicas=int(replicas),
+        epochs=config.epochs,
+        batch_size=config.batch_size,
+        learning_rate=config.learning_rate,
+        dtype=config.dtype,
+        seed=config.seed,
+        steps_per_execution=config.steps_per_execution,
+        schedule=config.schedule,
+        restore_best=config.restore_best,
+        patience=config.patience,
+        layers=spec.resolved_layers(),
+        dims=spec.resolved_dims(),
+        num_inducing=spec.resolved_inducing(),
+        num_points=spec.num_points,
+        num_parameters=int(sum(int(np.prod(v.shape)) for v in built.model.trainable_variables)),
+        streamed_shards=streamed_shards,
+    )
 
 
 def _curve(scorer: ValidationNLL) -> list[list]:

@@ -4,8 +4,10 @@ The counterpart of :func:`~gpflux_avdgp.experiments.runner.run` for data larger 
 (``avdgp fit 'shards/*.csv.gz'``): the training shards are scanned once for their row count and
 standardiser (:func:`~gpflux_avdgp.data.scan_csv_shards`), then streamed every epoch
 (:func:`~gpflux_avdgp.data.csv_shard_dataset`); the test shards are streamed in chunks,
-each chunk predicted and scored, and the chunk scores merged. The result record has the keys
-of ``run``'s (no validation set: ``n_val`` 0, ``val`` ``None``).
+each chunk predicted and scored, and the chunk scores merged. The result is the same
+:class:`~gpflux_avdgp.training.record.RunRecord` as ``run``'s, built by the same
+:func:`~gpflux_avdgp.experiments.runner.run_record` (no validation set: ``n_val`` 0, ``val``
+``None``; ``streamed_shards`` set).
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ from ..prediction import predict_mixture
 from ..training.config import TrainConfig, float_type
 from ..training.fit import fit_model_on_dataset
 from ..training.progress import EpochProgress
+from ..training.record import DataColumns, RunRecord
 from ..training.rundir import prepare_run_dir, save_run, shard_fingerprint
 from ..validation import check_choice, check_positive_int
-from .runner import score_prediction
+from .runner import run_record, score_prediction
 from .zoo import BuiltModel, ModelSpec, Task, build_model
 
 __all__ = ["check_test_shards", "run_streaming", "score_streamed"]
@@ -200,7 +203,8 @@ def run_streaming(
     shuffle_buffer: int = 10_000,
     num_parallel_reads: int = 4,
     test_chunk_rows: int = 50_000,
-) -> dict:
+    data_columns: Optional[DataColumns] = None,
+) -> RunRecord:
     """Train ``spec`` on the streamed training shards and score it on the test shards.
 
     Every epoch streams ``train`` through :func:`~gpflux_avdgp.data.csv_shard_dataset`
@@ -213,6 +217,7 @@ def run_streaming(
     :param test: the scan of the test shards (same columns).
     :param standardizer: e.g. ``train.standardizer()``; classification: inputs only.
     :param classes: the two labels of a classification target (``train.target_classes()``).
+    :param data_columns: the CSV layout written to ``run.json`` with ``save_dir``.
     :returns: the record of :func:`~gpflux_avdgp.experiments.runner.run` (``n_val`` 0).
     """
     task = check_choice("task", spec.task, Task)
@@ -257,49 +262,20 @@ def run_streaming(
             chunk_rows=test_chunk_rows,
             predict_batch_size=predict_batch_size,
         )
-        steady = progress.seconds[1:] or progress.seconds
-        record = {
-            "model": spec.kind.value,
-            "label": spec.label,
-            "rule": spec.rule if spec.kind.value == "avdgp" else None,
-            "task": task.value,
-            "dataset": dataset,
-            "n_train": train.num_rows,
-            "n_val": 0,
-            "n_test": test.num_rows,
-            "dim": train.num_features,
-            "test": test_scores,
-            "test_original_units": test_original,
-            "val": None,
-            "train_seconds_per_epoch": float(np.mean(steady)),
-            "first_epoch_seconds": float(progress.seconds[0]),
-            "predict_seconds": float(predict_seconds),
-            "final_train_loss": float(progress.losses[-1]),
-            "resumed_from_epoch": int(progress.first_epoch or 0),
-            "epochs": config.epochs,
-            "batch_size": config.batch_size,
-            "learning_rate": config.learning_rate,
-            "dtype": config.dtype,
-            "seed": config.seed,
-            "steps_per_execution": config.steps_per_execution,
-            "schedule": config.schedule,
-            "restore_best": False,  # streamed shards have no validation split
-            "patience": None,
-            "best_epoch": None,
-            "stopped_epoch": config.epochs,
-            "val_nll_curve": None,
-            "test_nll_curve": None,
-            "epoch_seconds": [round(seconds, 4) for seconds in progress.seconds],
-            "replicas": 1,
-            "layers": spec.resolved_layers(),
-            "dims": spec.resolved_dims(),
-            "num_inducing": spec.resolved_inducing(),
-            "num_points": spec.num_points,
-            "num_parameters": int(
-                sum(int(np.prod(v.shape)) for v in built.model.trainable_variables)
-            ),
-            "streamed_shards": {"train": len(train.shards), "test": len(test.shards)},
-        }
+        record = run_record(
+            spec,
+            built,
+            config,
+            progress,
+            dataset=dataset,
+            sizes=(train.num_rows, 0, test.num_rows, train.num_features),
+            test=test_scores,
+            test_original_units=test_original,
+            val=None,
+            predict_seconds=predict_seconds,
+            stopped_epoch=config.epochs,  # no validation split: no early stopping
+            streamed_shards={"train": len(train.shards), "test": len(test.shards)},
+        )
         if save_dir is not None:
-            save_run(built, record, standardizer, Path(save_dir))
+            save_run(built, record, standardizer, Path(save_dir), data_columns=data_columns)
     return record

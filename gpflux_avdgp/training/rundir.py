@@ -17,6 +17,7 @@ import numpy as np
 
 from ..data import ShardStatistics, Standardizer
 from .config import TrainConfig
+from .record import DataColumns, RunRecord
 
 __all__ = [
     "BACKUP_DIR",
@@ -132,10 +133,17 @@ def _changed_settings(saved: dict, current: dict, prefix: str = "") -> list[str]
 
 
 def save_run(
-    built: Any, record: dict, standardizer: Optional[Standardizer], directory: Path
+    built: Any,
+    record: RunRecord,
+    standardizer: Optional[Standardizer],
+    directory: Path,
+    *,
+    data_columns: Optional[DataColumns] = None,
 ) -> None:
     """Write ``weights`` (TF checkpoint), ``model.keras`` (with the optimizer state) and
-    ``run.json`` (``spec``: ``built.spec`` as a dict, ``standardizer``, ``result``: ``record``).
+    ``run.json``: ``spec`` (``built.spec`` as a dict), ``standardizer``, ``result`` (``record``)
+    and ``data`` (``data_columns``: the CSV layout ``avdgp predict`` reads; ``null`` for runs
+    on arrays). This is the only writer of ``run.json``.
 
     :raises NotImplementedError: if a layer holds a component no config can rebuild (only
         possible with custom kernels or mean functions).
@@ -147,7 +155,8 @@ def save_run(
         "spec": asdict(built.spec),
         "standardizer": None if standardizer is None else asdict(standardizer),
         "keras_file": "model.keras",
-        "result": record,
+        "result": record.as_dict(),
+        "data": None if data_columns is None else data_columns.as_dict(),
     }
     (directory / "run.json").write_text(json.dumps(info, indent=2, default=_jsonable))
 
