@@ -12,6 +12,7 @@ from gpflow.keras import tf_keras
 
 from .core.mixture import GaussianMixture, unpack_numpy
 from .layers.likelihood_layer import TrainableLikelihood
+from .metrics.common import mixture_moments
 from .objectives import mixture_log_density
 from .validation import check_feature_matrix, check_positive_int
 
@@ -37,19 +38,13 @@ class PredictiveMixture:
     y_variances: np.ndarray
     likelihood: gpflow.likelihoods.Likelihood
 
-    @staticmethod
-    def _moments(weights, means, variances) -> tuple[np.ndarray, np.ndarray]:
-        mean = np.einsum("ns,nsq->nq", weights, means)
-        centred = means - mean[:, None, :]
-        return mean, np.einsum("ns,nsq->nq", weights, variances + centred**2)
-
     def f_moments(self) -> tuple[np.ndarray, np.ndarray]:
         """Mixture mean and total variance of ``f``, each ``[N, Q]``."""
-        return self._moments(self.weights, self.f_means, self.f_variances)
+        return mixture_moments(self.weights, self.f_means, self.f_variances)
 
     def y_moments(self) -> tuple[np.ndarray, np.ndarray]:
         """Mixture mean and total variance of ``y``, each ``[N, Q]``."""
-        return self._moments(self.weights, self.y_means, self.y_variances)
+        return mixture_moments(self.weights, self.y_means, self.y_variances)
 
     def log_density(self, targets: np.ndarray) -> np.ndarray:
         """``log p(y | x) = log sum_s w_s p(y | s)`` per test point, ``[N]``."""

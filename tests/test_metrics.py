@@ -210,6 +210,22 @@ def test_trailing_singleton_axes_are_squeezed(rng):
     )
 
 
+def test_mixture_moments_of_several_outputs_equal_one_output_at_a_time(rng):
+    """The unchecked ``[N, S, Q]`` form shared with ``PredictiveMixture`` scores each output
+    like the checked ``[N, S]`` one."""
+    from gpflux_avdgp.metrics.common import mixture_moments
+
+    weights, means, variances = random_mixture(rng, 8, 5)
+    spread = np.stack([means, 2.0 * means - 1.0, -means], axis=-1)  # [N, S, 3]
+    widths = np.stack([variances, 0.5 * variances, variances + 1.0], axis=-1)
+    mean, variance = mixture_moments(weights, spread, widths)
+    assert mean.shape == variance.shape == (8, 3)
+    for q in range(3):
+        single = metrics.mixture_mean_and_variance(weights, spread[..., q], widths[..., q])
+        np.testing.assert_allclose(mean[:, q], single[0], RTOL, ATOL)
+        np.testing.assert_allclose(variance[:, q], single[1], RTOL, ATOL)
+
+
 def test_mixture_moments_use_the_law_of_total_variance(rng):
     weights, means, variances = random_mixture(rng, 8, 5)
     mean, variance = metrics.mixture_mean_and_variance(weights, means, variances)

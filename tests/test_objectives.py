@@ -7,6 +7,7 @@ import reference  # tests/ has no __init__.py: pytest puts it on sys.path
 import tensorflow as tf
 
 from gpflux_avdgp import AVDGPLoss, GaussianMixture, mixture_log_density
+from gpflux_avdgp.core.mixture import mixture_moments
 
 RTOL = ATOL = 1e-8
 B, S, Q = 5, 3, 2
@@ -121,6 +122,9 @@ def test_mixture_moments_follow_law_of_total_variance(mixture_arrays):
     expected_mean, expected_var = reference.mixture_moments(np.exp(log_weights), means, variances)
     np.testing.assert_allclose(mixture.mean().numpy(), expected_mean, rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(mixture.variance().numpy(), expected_var, rtol=RTOL, atol=ATOL)
+    mean, variance = mixture_moments(tf.exp(log_weights), means, variances)  # the function form
+    np.testing.assert_allclose(mean.numpy(), expected_mean, rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(variance.numpy(), expected_var, rtol=RTOL, atol=ATOL)
     # not the average of the variances: the spread of the means adds to it
     average_var = np.einsum("bs,bsd->bd", np.exp(log_weights), variances)
     assert np.all(expected_var - average_var > 1e-6)

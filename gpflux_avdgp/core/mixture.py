@@ -23,7 +23,27 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["GaussianMixture", "to_mixture", "mixture_width_to_dim"]
+__all__ = ["GaussianMixture", "mixture_moments", "to_mixture", "mixture_width_to_dim"]
+
+
+def mixture_moments(
+    weights: tf.Tensor, means: tf.Tensor, variances: tf.Tensor
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """Mean and total variance of per-row Gaussian mixtures (law of total variance).
+
+    The variance is ``sum_s w_s (v_s + (m_s - mean)^2)``, which equals
+    ``sum_s w_s (v_s + m_s^2) - mean^2`` but does not cancel catastrophically. The NumPy twin
+    for scoring is :func:`gpflux_avdgp.metrics.common.mixture_moments`.
+
+    :param weights: ``[N, S]`` mixture weights (summing to one over ``S``).
+    :param means: ``[N, S, D]`` component means.
+    :param variances: ``[N, S, D]`` component variances.
+    :returns: ``mean [N, D]`` and ``variance [N, D]``.
+    """
+    mean = tf.reduce_sum(weights[..., None] * means, axis=-2)  # [N, D]
+    centred = means - mean[..., None, :]  # [N, S, D]
+    variance = tf.reduce_sum(weights[..., None] * (variances + centred**2), axis=-2)  # [N, D]
+    return mean, variance
 
 
 def mixture_width_to_dim(width: int) -> int:
@@ -95,13 +115,8 @@ class GaussianMixture:
         return tf.reduce_sum(self.weights[..., None] * self.means, axis=-2)
 
     def variance(self) -> tf.Tensor:
-        """Mixture variance (law of total variance), ``[B, D]``.
-
-        ``sum_s w_s (v_s + (m_s - mean)^2)``, which equals ``sum_s w_s (v_s + m_s^2) - mean^2``
-        but does not cancel catastrophically.
-        """
-        centred = self.means - self.mean()[:, None, :]  # [B, S, D]
-        return tf.reduce_sum(self.weights[..., None] * (self.variances + centred**2), axis=-2)
+        """Mixture variance (law of total variance, :func:`mixture_moments`), ``[B, D]``."""
+        return mixture_moments(self.weights, self.means, self.variances)[1]
 
 
 def to_mixture(inputs: tf.Tensor) -> GaussianMixture:

@@ -41,7 +41,7 @@ import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from ..core.mixture import GaussianMixture, unpack_numpy
+from ..core.mixture import GaussianMixture, mixture_moments, unpack_numpy
 from ..objectives import mixture_log_density
 from ..prediction import model_input_spec, model_likelihood
 
@@ -152,9 +152,7 @@ def _checked_batch(name: str, tensor: tf.Tensor, width: int) -> tf.Tensor:
 
 def _moments(weights: tf.Tensor, means: tf.Tensor, variances: tf.Tensor) -> dict:
     """Mixture mean and total variance ``[N, Q]`` and the components, as a signature output."""
-    mean = tf.reduce_sum(weights[..., None] * means, axis=-2)  # [N, Q]
-    centred = means - mean[:, None, :]  # [N, S, Q]
-    variance = tf.reduce_sum(weights[..., None] * (variances + centred**2), axis=-2)  # [N, Q]
+    mean, variance = mixture_moments(weights, means, variances)  # [N, Q] each
     return {
         "mean": mean,
         "variance": variance,

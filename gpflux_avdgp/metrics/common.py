@@ -19,6 +19,7 @@ __all__ = [
     "check_open_unit_interval",
     "check_probabilities",
     "check_vector",
+    "mixture_moments",
     "normal_cdf",
     "normal_pdf",
 ]
@@ -173,3 +174,22 @@ def normal_pdf(x: np.ndarray, mean: np.ndarray, std: np.ndarray) -> np.ndarray:
     safe_std = np.where(positive, std, 1.0)
     z = (x - mean) / safe_std
     return np.where(positive, np.exp(-0.5 * z * z) * _INV_SQRT_2PI / safe_std, 0.0)
+
+
+def mixture_moments(
+    weights: np.ndarray, means: np.ndarray, variances: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and total variance of per-row Gaussian mixtures, without checks (law of total
+    variance: ``sum_s w_s (v_s + (m_s - mean)^2)``, the stable form).
+
+    The TensorFlow twin is :func:`gpflux_avdgp.core.mixture.mixture_moments`.
+
+    :param weights: ``[N, S]``.
+    :param means: ``[N, S]`` or ``[N, S, Q]``.
+    :param variances: the shape of ``means``.
+    :returns: ``mean`` and ``variance``, ``[N]`` or ``[N, Q]``.
+    """
+    w = weights.reshape(weights.shape + (1,) * (means.ndim - 2))  # [N, S(, 1)]
+    mean = np.sum(w * means, axis=1)  # [N(, Q)]
+    centred = means - np.expand_dims(mean, 1)  # [N, S(, Q)]
+    return mean, np.sum(w * (variances + centred**2), axis=1)

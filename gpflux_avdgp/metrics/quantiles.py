@@ -13,6 +13,7 @@ from .common import (
     check_chunk_rows,
     check_mixture,
     check_open_unit_interval,
+    mixture_moments,
     normal_cdf,
     normal_pdf,
 )
@@ -52,8 +53,8 @@ def _quantile_chunk(w: np.ndarray, m: np.ndarray, v: np.ndarray, p: np.ndarray) 
     shape = (w.shape[0], p.shape[0])  # [C, P]
     lo = np.broadcast_to(np.min(m - QUANTILE_BRACKET_SIGMAS * sd[:, 0], axis=1)[:, None], shape)
     hi = np.broadcast_to(np.max(m + QUANTILE_BRACKET_SIGMAS * sd[:, 0], axis=1)[:, None], shape)
-    mean = np.sum(w * m, axis=1)  # [C]
-    std = np.sqrt(np.sum(w * (v + (m - mean[:, None]) ** 2), axis=1))  # [C]
+    mean, variance = mixture_moments(w, m, v)  # [C] each
+    std = np.sqrt(variance)
     x = np.clip(mean[:, None] + std[:, None] * ndtri(p)[None, :], lo, hi)  # [C, P]
     tolerance = _QUANTILE_RTOL * (np.abs(mean) + std)[:, None]  # [C, 1]
     for _ in range(_QUANTILE_MAX_ITERATIONS):

@@ -14,6 +14,7 @@ from .common import (
     check_chunk_rows,
     check_mixture,
     check_vector,
+    mixture_moments,
 )
 from .quantiles import central_interval_coverage
 
@@ -112,9 +113,7 @@ def mixture_mean_and_variance(
     :return: ``mean [N]`` and ``variance [N]``.
     """
     w, m, v, _ = check_mixture(weights, means, variances)
-    mean = np.sum(w * m, axis=1)  # [N]
-    variance = np.sum(w * (v + (m - mean[:, None]) ** 2), axis=1)  # [N]
-    return mean, variance
+    return mixture_moments(w, m, v)
 
 
 def gaussian_crps(y: np.ndarray, mean: np.ndarray, variance: np.ndarray) -> np.ndarray:
