@@ -11,7 +11,7 @@ batches and the readers' buffers, not by the data size.
 from __future__ import annotations
 
 import math
-from typing import Optional, Union
+from typing import Callable, Optional, Union
 
 import numpy as np
 import tensorflow as tf
@@ -101,26 +101,8 @@ def csv_shard_dataset(
             f"got {step_counter!r}"
         )
     dtype = _float_type(dtype)
-    if isinstance(shards, ShardStatistics):
-        statistics = shards
-        if target is not None:
-            header = list(statistics.header) if statistics.header else None
-            index = resolve_target(target, statistics.num_columns, header, "target")
-            if index != statistics.target_index:
-                raise ValueError(
-                    f"target: {target!r} is column {index}, the statistics were scanned with "
-                    f"target column {statistics.target_index}"
-                )
-    else:
-        statistics = scan_csv_shards(shards, target=-1 if target is None else target)
-    if standardizer is not None:
-        if not isinstance(standardizer, Standardizer):
-            raise ValueError(f"standardizer: expected a Standardizer, got {standardizer!r}")
-        if standardizer.x_mean.shape != (statistics.num_features,):
-            raise ValueError(
-                f"standardizer: fitted to {standardizer.x_mean.shape[0]} inputs, the shards "
-                f"have {statistics.num_features}"
-            )
+    statistics = _statistics(shards, target)
+    _check_standardizer(standardizer, statistics.num_features)
     if classes is not None:
         if np.shape(classes) != (2,) or classes[0] == classes[1]:
             raise ValueError(f"classes: expected two distinct labels, got {classes!r}")
@@ -133,18 +115,76 @@ def csv_shard_dataset(
         )
 
     steps_per_epoch = math.ceil(statistics.num_lines / batch_size)
+    if step_counter is not None:
+        keys = tf.data.Dataset.range(1).map(
+            lambda _: tf.cast(step_counter.read_value(), tf.int64) // steps_per_epoch
+        )
+    else:
+        keys = tf.data.Dataset.random(seed=int(seed), rerandomize_each_iteration=True).take(1)
+    one_epoch = _epoch_lines(
+        statistics,
+        seed=int(seed),
+        shuffle_files=shuffle_files,
+        shuffle_buffer=shuffle_buffer,
+        num_parallel_reads=num_parallel_reads,
+    )
+    decode = _batch_decoder(statistics, standardizer, classes, dtype, skip_blank=blank_lines > 0)
+    batches = keys.flat_map(one_epoch).batch(batch_size)
+    batches = batches.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    batches = batches.apply(tf.data.experimental.assert_cardinality(steps_per_epoch))
+    return batches.prefetch(tf.data.AUTOTUNE)
+
+
+def _statistics(
+    shards: Union[ShardSource, ShardStatistics], target: Union[int, str, None]
+) -> ShardStatistics:
+    """The scan of ``shards`` (scanned now unless given), checked against ``target``."""
+    if not isinstance(shards, ShardStatistics):
+        return scan_csv_shards(shards, target=-1 if target is None else target)
+    if target is not None:
+        header = list(shards.header) if shards.header else None
+        index = resolve_target(target, shards.num_columns, header, "target")
+        if index != shards.target_index:
+            raise ValueError(
+                f"target: {target!r} is column {index}, the statistics were scanned with "
+                f"target column {shards.target_index}"
+            )
+    return shards
+
+
+def _check_standardizer(standardizer: Optional[Standardizer], num_features: int) -> None:
+    if standardizer is None:
+        return
+    if not isinstance(standardizer, Standardizer):
+        raise ValueError(f"standardizer: expected a Standardizer, got {standardizer!r}")
+    if standardizer.x_mean.shape != (num_features,):
+        raise ValueError(
+            f"standardizer: fitted to {standardizer.x_mean.shape[0]} inputs, the shards "
+            f"have {num_features}"
+        )
+
+
+def _epoch_lines(
+    statistics: ShardStatistics,
+    *,
+    seed: int,
+    shuffle_files: bool,
+    shuffle_buffer: int,
+    num_parallel_reads: int,
+) -> Callable[[tf.Tensor], tf.data.Dataset]:
+    """``one_epoch(key)``: the text lines of the epoch with key ``key`` (int64 scalar), the
+    shard order permuted and the lines shuffled by ``(seed, key)``."""
     num_shards = len(statistics.shards)
     paths = tf.constant([str(path) for path in statistics.shards])  # [F]
     skips = tf.constant(statistics.skip_lines, dtype=tf.int64)  # [F]
     compressions = tf.constant([compression(path) for path in statistics.shards])  # [F]
     cycle_length = min(num_parallel_reads, num_shards)
-    seed_value = tf.constant(int(seed), tf.int64)
+    seed_value = tf.constant(seed, tf.int64)
 
     def read_shard(path: tf.Tensor, skip: tf.Tensor, compression: tf.Tensor) -> tf.data.Dataset:
         return tf.data.TextLineDataset(path, compression_type=compression).skip(skip)
 
     def one_epoch(key: tf.Tensor) -> tf.data.Dataset:
-        """The lines of one epoch, for the epoch key ``key`` (int64 scalar)."""
         epoch_seed = tf.stack([seed_value, tf.cast(key, tf.int64)])  # [2]
         order = tf.range(num_shards)
         if shuffle_files:
@@ -174,13 +214,19 @@ def csv_shard_dataset(
             lines = lines.shuffle(shuffle_buffer, seed=line_seed, reshuffle_each_iteration=False)
         return lines
 
-    if step_counter is not None:
-        keys = tf.data.Dataset.range(1).map(
-            lambda _: tf.cast(step_counter.read_value(), tf.int64) // steps_per_epoch
-        )
-    else:
-        keys = tf.data.Dataset.random(seed=int(seed), rerandomize_each_iteration=True).take(1)
+    return one_epoch
 
+
+def _batch_decoder(
+    statistics: ShardStatistics,
+    standardizer: Optional[Standardizer],
+    classes: Optional[tuple[float, float]],
+    dtype: tf.DType,
+    *,
+    skip_blank: bool,
+) -> Callable[[tf.Tensor], tuple[tf.Tensor, tf.Tensor]]:
+    """``decode(lines [B])``: ``(x [B, D], y [B, 1])`` parsed in one ``decode_csv``,
+    standardised, (classification) mapped to 0/1 and cast to ``dtype``."""
     num_columns, delimiter = statistics.num_columns, statistics.delimiter
     features = tf.constant(statistics.feature_index, dtype=tf.int32)  # [D]
     target_index = statistics.target_index
@@ -190,7 +236,7 @@ def csv_shard_dataset(
         y_mean, y_std = float(standardizer.y_mean), float(standardizer.y_std)
 
     def decode(lines: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        table = decode_lines(lines, num_columns, delimiter, skip_blank=blank_lines > 0)  # [B, C]
+        table = decode_lines(lines, num_columns, delimiter, skip_blank=skip_blank)  # [B, C]
         x = tf.gather(table, features, axis=1)  # [B, D]
         y = table[:, target_index : target_index + 1]  # [B, 1]
         if standardizer is not None:
@@ -200,7 +246,4 @@ def csv_shard_dataset(
             y = tf.cast(tf.equal(y, classes[1]), tf.float64)
         return tf.cast(x, dtype), tf.cast(y, dtype)
 
-    batches = keys.flat_map(one_epoch).batch(batch_size)
-    batches = batches.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    batches = batches.apply(tf.data.experimental.assert_cardinality(steps_per_epoch))
-    return batches.prefetch(tf.data.AUTOTUNE)
+    return decode
