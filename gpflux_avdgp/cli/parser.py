@@ -72,6 +72,7 @@ RULE_CHOICES = MODEL_RULES
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``avdgp`` parser: one sub-parser per command, each added by its ``_add_*``."""
     parser = _Parser(
         prog="avdgp",
         description="Amortized variational deep Gaussian processes: demo, fit, benchmark, "
@@ -79,7 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
+    for add_command in (_add_demo, _add_fit, _add_bench, _add_predict, _add_export):
+        add_command(commands)
+    return parser
 
+
+def _add_demo(commands) -> None:
     demo = commands.add_parser(
         "demo",
         help="the paper's toy 'DGP' classification problem (no download)",
@@ -113,6 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--quiet", action="store_true", help="no progress output")
 
+
+def _add_fit(commands) -> None:
     fit = commands.add_parser(
         "fit",
         help="train one model on your data and report test metrics",
@@ -159,6 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
         "every worker; the chief prints and saves); default: one device",
     )
 
+
+def _add_bench(commands) -> None:
     bench = commands.add_parser(
         "bench",
         help="the paper's benchmark protocol (resumable)",
@@ -183,6 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--out", default="avdgp-bench", help="output folder (avdgp-bench)")
     bench.add_argument("--quiet", action="store_true", help="no progress output")
 
+
+def _add_predict(commands) -> None:
     predict = commands.add_parser(
         "predict",
         help="predict DATA with a model saved by 'avdgp fit --save'",
@@ -200,6 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     predict.add_argument("--batch-size", type=_positive_int, default=1000)
 
+
+def _add_export(commands) -> None:
     export = commands.add_parser(
         "export",
         help="export a model saved by 'avdgp fit --save' as a TensorFlow SavedModel",
@@ -209,7 +223,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     export.add_argument("model_dir", metavar="MODEL_DIR")
     export.add_argument("export_dir", metavar="EXPORT_DIR")
-    return parser
 
 
 def _add_steps_per_execution(parser: argparse.ArgumentParser) -> None:
