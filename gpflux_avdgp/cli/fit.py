@@ -164,9 +164,7 @@ def _fit_streaming(args) -> int:
     """``fit`` on CSV shards streamed from disk: the training shards are scanned once (rows,
     standardiser) and streamed every epoch; the test shards (``--test-data``, else the last
     ``ceil(--test-fraction x shards)`` of DATA's) are streamed and scored chunk by chunk."""
-    import math
-
-    from ..data import DataError, resolve_shards, scan_csv_shards
+    from ..data import DataError, scan_csv_shards
     from ..experiments.streaming_runner import run_streaming
 
     check_output_paths(args.json, args.save)
@@ -191,22 +189,7 @@ def _fit_streaming(args) -> int:
             "have; leave it out"
         )
     config = dataclasses.replace(train_config(args), restore_best=False, patience=None)
-    shards = resolve_shards(args.data)
-    if args.test_data is not None:
-        train_shards, test_shards = shards, resolve_shards(args.test_data)
-    else:
-        if len(shards) < 2:
-            raise UsageError(
-                f"avdgp fit: DATA {args.data} names 1 CSV shard; give --test-data, or 2 or more "
-                "shards (the last ceil(test fraction x shards) are the test set)"
-            )
-        num_test = max(1, math.ceil(args.test_fraction * len(shards) - 1e-9))
-        if num_test >= len(shards):
-            raise UsageError(
-                f"avdgp fit: --test-fraction {args.test_fraction} of {len(shards)} shards leaves "
-                "no training shard"
-            )
-        train_shards, test_shards = shards[:-num_test], shards[-num_test:]
+    train_shards, test_shards = _train_and_test_shards(args)
     train = scan_csv_shards(train_shards, target=args.target)
     test = scan_csv_shards(test_shards, target=args.target)
     classes = None
@@ -231,6 +214,30 @@ def _fit_streaming(args) -> int:
         data_columns=_data_columns(args, train, None if classes is None else list(classes)),
     )
     return _finish(args, record)
+
+
+def _train_and_test_shards(args) -> tuple[list, list]:
+    """The training and test shards of a streamed fit: DATA's and ``--test-data``'s, else
+    DATA's split by ``--test-fraction`` (the last shards by name are the test set)."""
+    import math
+
+    from ..data import resolve_shards
+
+    shards = resolve_shards(args.data)
+    if args.test_data is not None:
+        return shards, resolve_shards(args.test_data)
+    if len(shards) < 2:
+        raise UsageError(
+            f"avdgp fit: DATA {args.data} names 1 CSV shard; give --test-data, or 2 or more "
+            "shards (the last ceil(test fraction x shards) are the test set)"
+        )
+    num_test = max(1, math.ceil(args.test_fraction * len(shards) - 1e-9))
+    if num_test >= len(shards):
+        raise UsageError(
+            f"avdgp fit: --test-fraction {args.test_fraction} of {len(shards)} shards leaves "
+            "no training shard"
+        )
+    return shards[:-num_test], shards[-num_test:]
 
 
 def _finish(args, record) -> int:

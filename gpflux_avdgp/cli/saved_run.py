@@ -56,7 +56,10 @@ def _load_keras_model(path: Path, command: str):
 
 
 def load_saved_run(model_dir: str, command: str) -> SavedRun:
-    """Read ``MODEL_DIR`` (``run.json`` and ``model.keras``) or raise a one-line UsageError."""
+    """Read ``MODEL_DIR`` (``run.json`` and ``model.keras``) or raise a one-line UsageError.
+
+    A little over 60 lines: one check per way a folder can be wrong, each with its own message,
+    in the order a user would fix them."""
     from ..data import Standardizer
     from ..training import FLOAT_TYPES, float_type
 

@@ -20,7 +20,7 @@ from typing import Optional, Sequence, TextIO
 import numpy as np
 import tensorflow as tf
 
-from ..data import Dataset, Standardizer, load_dataset, split_dataset, uci_dataset_path
+from ..data import Dataset, Split, Standardizer, load_dataset, split_dataset, uci_dataset_path
 from ..training import RunRecord, TrainConfig, TrainingDiverged
 from .bench_results import (
     CURVES_FILE,
@@ -120,6 +120,58 @@ def _row(record: RunRecord, dataset: str, model: str, seed: int, epochs: int, pr
     }
 
 
+def _run_one(
+    settings: BenchSettings,
+    label: str,
+    seed: int,
+    dataset: str,
+    split: Split,
+    scaler: Standardizer,
+    batch_size: int,
+    out: Path,
+    stream: Optional[TextIO],
+) -> dict:
+    """Train and score one (model, seed) on a standardised split; append its curves and
+    return its ``results.csv`` row (``status`` ``ok``, or ``failed: ...`` if it diverged)."""
+    kind, rule = parse_model_name(label)
+    spec = ModelSpec(
+        model=kind.value, rule=rule, seed=seed, preset=settings.preset, **settings.extra
+    )
+    config = TrainConfig.from_preset(
+        settings.preset,
+        epochs=settings.epochs,
+        batch_size=batch_size,
+        seed=seed,
+        dtype=settings.dtype,
+        **settings.training,
+    )
+    try:
+        record = run(
+            spec,
+            split,
+            config,
+            dataset=dataset,
+            standardizer=scaler,
+            stream=stream,
+            test_curve=True,
+        )
+    except (TrainingDiverged, tf.errors.InvalidArgumentError) as error:
+        message = str(error).strip().splitlines()[0][:200]
+        if stream is not None:
+            print(f"  failed: {message}", file=stream, flush=True)
+        return {
+            "dataset": dataset,
+            "model": label,
+            "seed": seed,
+            "epochs": settings.epochs,
+            "preset": settings.preset,
+            "status": f"failed: {message}",
+        }
+    row = _row(record, dataset, label, seed, settings.epochs, settings.preset)
+    append_curve(out / CURVES_FILE, row, record)
+    return row
+
+
 def run_bench(
     settings: BenchSettings, out_dir: Path | str, *, stream: Optional[TextIO] = sys.stderr
 ) -> Path:
@@ -158,41 +210,9 @@ def run_bench(
                     say(f"[{count}/{total}] {dataset.name} {label} seed {seed}: done, skipped")
                     continue
                 say(f"[{count}/{total}] {dataset.name} {label} seed {seed}")
-                kind, rule = parse_model_name(label)
-                spec = ModelSpec(
-                    model=kind.value, rule=rule, seed=seed, preset=settings.preset, **settings.extra
+                row = _run_one(
+                    settings, label, seed, dataset.name, split, scaler, batch_size, out, stream
                 )
-                config = TrainConfig.from_preset(
-                    settings.preset,
-                    epochs=settings.epochs,
-                    batch_size=batch_size,
-                    seed=seed,
-                    dtype=settings.dtype,
-                    **settings.training,
-                )
-                try:
-                    record = run(
-                        spec,
-                        split,
-                        config,
-                        dataset=dataset.name,
-                        standardizer=scaler,
-                        stream=stream,
-                        test_curve=True,
-                    )
-                    row = _row(record, dataset.name, label, seed, settings.epochs, settings.preset)
-                    append_curve(out / CURVES_FILE, row, record)
-                except (TrainingDiverged, tf.errors.InvalidArgumentError) as error:
-                    message = str(error).strip().splitlines()[0][:200]
-                    say(f"  failed: {message}")
-                    row = {
-                        "dataset": dataset.name,
-                        "model": label,
-                        "seed": seed,
-                        "epochs": settings.epochs,
-                        "preset": settings.preset,
-                        "status": f"failed: {message}",
-                    }
                 append_row(results_path, row)
                 done.add(key)
                 if row["status"] == "ok":

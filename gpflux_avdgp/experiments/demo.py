@@ -149,8 +149,7 @@ def run_demo(
     query_axis = np.linspace(0.1, 0.9, 8)
     queries = np.stack(np.meshgrid(query_axis, query_axis), -1).reshape(-1, 2)  # [64, 2]
 
-    figures = [plots.plot_toy_data(split.x_train, split.y_train, out / "training_data.png")]
-    results, probability_maps, inducing_maps = {}, {}, {}
+    results, probability_maps, inducing_maps, curves = {}, {}, {}, {}
     config = TrainConfig.from_preset(
         settings.preset,
         epochs=settings.epochs,
@@ -161,34 +160,23 @@ def run_demo(
     )
     total_steps = settings.epochs * -(-len(x_train) // settings.batch_size)
     curve_every = max(1, total_steps // check_positive_int("curve_points", settings.curve_points))
-    curves = {}
     for title, spec in specs.items():
         say(f"Training {title} (M = {spec.resolved_inducing()}, dims {spec.resolved_dims()})")
         start = time.perf_counter()
         with float_type(config.dtype):
             built = build_model(spec, 2, len(x_train))
             curve = _TestErrorCurve(x_test, split.y_test, built.likelihood, curve_every)
-            fit_model(
-                built,
-                x_train,
-                split.y_train,
-                config,
-                progress=EpochProgress(title, stream),
-                callbacks=(curve,),
+            progress = EpochProgress(title, stream)
+            fit_model(built, x_train, split.y_train, config, progress=progress, callbacks=(curve,))
+            scores, probabilities, inducing = _score_and_map(
+                built, x_test, split.y_test, scaler, grid, queries
             )
-            curves[title] = curve.points
-            prediction = predict_mixture(built.model, x_test, likelihood=built.likelihood)
-            scores, _ = score_prediction(prediction, split.y_test, Task.CLASSIFICATION)
-            on_grid = predict_mixture(
-                built.model, scaler.transform_x(grid), likelihood=built.likelihood
-            )
-            probability_maps[f"{title}: error {100 * scores['error_rate']:.2f}%"] = (
-                on_grid.class_probabilities().reshape(grid_size, grid_size)
-            )
-            first = built.model.get_layer("gp_layer_1")
-            inducing = first.inference(tf.constant(scaler.transform_x(queries))).inducing
-            inducing_maps[title] = inducing.numpy() * scaler.x_std + scaler.x_mean
         seconds = time.perf_counter() - start
+        curves[title] = curve.points
+        probability_maps[f"{title}: error {100 * scores['error_rate']:.2f}%"] = (
+            probabilities.reshape(grid_size, grid_size)
+        )
+        inducing_maps[title] = inducing
         results[title] = {
             **scores,
             "seconds": seconds,
@@ -199,13 +187,12 @@ def run_demo(
             f"{title}: test error rate {100 * scores['error_rate']:.2f}%, "
             f"NLL {scores['nll']:.3f}, Brier {scores['brier']:.3f} ({seconds:.0f} s)"
         )
-    figures.append(
+    figures = [
+        plots.plot_toy_data(split.x_train, split.y_train, out / "training_data.png"),
         plots.plot_predictive_probability(
             axis, probability_maps, out / "predictive_probability.png"
-        )
-    )
-    figures.append(plots.plot_inducing_points(queries, inducing_maps, out / "inducing_points.png"))
-    figures.append(
+        ),
+        plots.plot_inducing_points(queries, inducing_maps, out / "inducing_points.png"),
         plots.plot_learning_curves(
             curves,
             out / "learning_curves.png",
@@ -213,8 +200,8 @@ def run_demo(
                 f"paper {name} (|M| = 32, 100 epochs of 40000 points)": value
                 for name, value in PAPER_TABLE_2.items()
             },
-        )
-    )
+        ),
+    ]
     summary = {
         "settings": settings.__dict__,
         "n_train": len(split.x_train),
@@ -229,6 +216,20 @@ def run_demo(
         say(f"  {title:<9} {100 * scores['error_rate']:6.2f}%")
     say(f"Figures and results.json in {out}/")
     return summary
+
+
+def _score_and_map(
+    built, x_test: np.ndarray, y_test: np.ndarray, scaler: Standardizer, grid, queries
+) -> tuple[dict, np.ndarray, np.ndarray]:
+    """Test scores, ``p(y = 1)`` on the ``grid`` ``[G]`` and the first layer's inducing
+    points for the ``queries`` ``[64, M, 2]`` (in the original input units) of a trained
+    demo model; ``x_test`` is standardised, ``grid`` and ``queries`` are not."""
+    prediction = predict_mixture(built.model, x_test, likelihood=built.likelihood)
+    scores, _ = score_prediction(prediction, y_test, Task.CLASSIFICATION)
+    on_grid = predict_mixture(built.model, scaler.transform_x(grid), likelihood=built.likelihood)
+    first = built.model.get_layer("gp_layer_1")
+    inducing = first.inference(tf.constant(scaler.transform_x(queries))).inducing
+    return scores, on_grid.class_probabilities(), inducing.numpy() * scaler.x_std + scaler.x_mean
 
 
 def demo_settings(full: bool, **overrides) -> DemoSettings:

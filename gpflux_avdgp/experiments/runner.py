@@ -157,14 +157,9 @@ def run(
             remove_if_empty(backup_dir)  # BackupAndRestore empties it once training finished
             if not chief and made_save_dir:
                 remove_if_empty(Path(save_dir))  # made by BackupAndRestore on this machine
-        prediction, predict_seconds = _timed_prediction(built, split.x_test, predict_batch_size)
-        test, test_original = score_prediction(prediction, split.y_test, task, standardizer)
-        val = None
-        if len(split.x_val):
-            val_prediction = predict_mixture(
-                built.model, split.x_val, likelihood=built.likelihood, batch_size=1000
-            )
-            val, _ = score_prediction(val_prediction, split.y_val, task, standardizer)
+        test, test_original, val, predict_seconds = _score_split(
+            built, split, task, standardizer, predict_batch_size
+        )
         best_epoch, val_curve = None, None
         stopped_epoch = len(progress.seconds) + int(progress.first_epoch or 0)
         if selection:
@@ -192,6 +187,26 @@ def run(
             with worker_save_dir(Path(save_dir), strategy) as directory:
                 save_run(built, record, standardizer, directory, data_columns=data_columns)
     return record
+
+
+def _score_split(
+    built: BuiltModel,
+    split: Split,
+    task: Task,
+    standardizer: Optional[Standardizer],
+    predict_batch_size: int,
+) -> tuple[dict, Optional[dict], Optional[dict], float]:
+    """``(test scores, test scores in original units, validation scores, predict seconds)``;
+    the seconds are the test set's, after a warm-up batch."""
+    prediction, predict_seconds = _timed_prediction(built, split.x_test, predict_batch_size)
+    test, test_original = score_prediction(prediction, split.y_test, task, standardizer)
+    val = None
+    if len(split.x_val):
+        val_prediction = predict_mixture(
+            built.model, split.x_val, likelihood=built.likelihood, batch_size=1000
+        )
+        val, _ = score_prediction(val_prediction, split.y_val, task, standardizer)
+    return test, test_original, val, predict_seconds
 
 
 def run_record(
