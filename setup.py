@@ -36,7 +36,7 @@ setup(
     ],
     entry_points={"console_scripts": ["avdgp = gpflux_avdgp.cli:main"]},
     extras_require={
-        "test": ["pytest>=8", "scoringrules>=0.10", "import-linter>=2.1"],
+        "test": ["pytest>=8", "pytest-xdist>=3.5", "scoringrules>=0.10", "import-linter>=2.1"],
         "docs": ["sphinx>=8", "myst-parser>=4"],
     },
     classifiers=[

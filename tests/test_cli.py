@@ -307,18 +307,29 @@ def _tab_csv_with_header(tmp: Path, rng) -> FitCase:
     return FitCase(path, [], rows=110, dim=2, dataset="tabbed")
 
 
+# By default one AVDGP fit (npz, --save) and one classification fit; the rest in the slow suite.
+SLOW = pytest.mark.slow
 FIT_CASES = [
-    pytest.param("avdgp", "ar1", DEEP, _csv_without_header, id="avdgp-ar1-csv"),
-    pytest.param("avdgp", "ar2", DEEP, _csv_gz_with_header_and_named_target, id="avdgp-ar2-csvgz"),
+    pytest.param("avdgp", "ar1", DEEP, _csv_without_header, id="avdgp-ar1-csv", marks=SLOW),
+    pytest.param(
+        "avdgp", "ar2", DEEP, _csv_gz_with_header_and_named_target, id="avdgp-ar2-csvgz", marks=SLOW
+    ),
     pytest.param("avdgp", "ar2p", DEEP, _npz_with_save, id="avdgp-ar2p-npz-save"),
     pytest.param(
-        "avdgp", "ar2pp", ["--inducing", "4,4,4"], _uci_folder_split, id="avdgp-ar2pp-uci"
+        "avdgp",
+        "ar2pp",
+        ["--inducing", "4,4,4"],
+        _uci_folder_split,
+        id="avdgp-ar2pp-uci",
+        marks=SLOW,
     ),
-    pytest.param("sgp-avi", None, SHALLOW, _binary_labels_csv, id="sgp-avi-classification"),
-    pytest.param("idsgp", None, SHALLOW, _float32_csv, id="idsgp-float32"),
+    pytest.param(
+        "sgp-avi", None, SHALLOW, _binary_labels_csv, id="sgp-avi-classification", marks=SLOW
+    ),
+    pytest.param("idsgp", None, SHALLOW, _float32_csv, id="idsgp-float32", marks=SLOW),
     pytest.param("svgp", None, SHALLOW, _labels_one_two_semicolons, id="svgp-classification"),
-    pytest.param("dsdgp", None, DEEP, _energy_split, id="dsdgp-energy"),
-    pytest.param("dspp", None, DEEP, _tab_csv_with_header, id="dspp-tsv"),
+    pytest.param("dsdgp", None, DEEP, _energy_split, id="dsdgp-energy", marks=SLOW),
+    pytest.param("dspp", None, DEEP, _tab_csv_with_header, id="dspp-tsv", marks=SLOW),
 ]
 
 
@@ -361,6 +372,7 @@ def test_fit_models_and_formats(capsys, tmp_path, rng, model, rule, sizes, make_
         case.check(record)
 
 
+@pytest.mark.slow
 def test_fit_same_seed_gives_identical_metrics(capsys, tmp_path, rng):
     x, y = regression_data(rng, 120, 2)
     data = write_table(tmp_path / "repeat.csv", np.column_stack([x, y]).tolist())
@@ -380,6 +392,7 @@ def test_fit_same_seed_gives_identical_metrics(capsys, tmp_path, rng):
     assert first["final_train_loss"] == second["final_train_loss"]
 
 
+@pytest.mark.slow
 def test_fit_steps_per_execution_gives_the_same_run(capsys, tmp_path, rng):
     """``--steps-per-execution 4`` (3 steps per epoch here: one partial call) changes nothing
     in the record but the setting itself, up to floating-point rounding."""
@@ -415,6 +428,7 @@ def test_fit_diverged_training_exits_3(capsys, tmp_path, rng):
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_demo_writes_figures_and_error_rates(capsys, tmp_path):
     out = tmp_path / "demo"
     status, _, err = cli(
@@ -724,6 +738,7 @@ def _avdgp_script() -> Optional[str]:
     return shutil.which("avdgp", path=search)
 
 
+@pytest.mark.slow
 def test_module_missing_file_in_a_real_process(tmp_path):
     result = _run([sys.executable, "-m", "gpflux_avdgp", "fit", "missing.csv"], tmp_path)
     assert result.returncode == 2
@@ -731,6 +746,7 @@ def test_module_missing_file_in_a_real_process(tmp_path):
     assert result.stderr == "avdgp: error: missing.csv: no such file or folder\n"
 
 
+@pytest.mark.slow
 def test_console_script_unknown_model_in_a_real_process(tmp_path):
     script = _avdgp_script()
     if script is None:
@@ -744,6 +760,7 @@ def test_console_script_unknown_model_in_a_real_process(tmp_path):
     assert lines[0].startswith("avdgp fit: argument --model: invalid choice: 'deep-gp'")
 
 
+@pytest.mark.slow
 def test_module_fit_in_a_real_process(tmp_path, rng):
     x, y = regression_data(rng, 100, 2)
     data = write_table(tmp_path / "small.csv", np.column_stack([x, y]).tolist())

@@ -102,6 +102,7 @@ def assert_same_record(ours: dict, single: dict) -> None:
     assert ours["num_parameters"] == single["num_parameters"]
 
 
+@pytest.mark.slow
 def test_fit_mirrored_on_two_logical_cpus_matches_one_device(runs):
     for name in ("single", "mirrored"):
         assert runs[name].returncode == 0, runs[name].describe()
@@ -110,6 +111,7 @@ def test_fit_mirrored_on_two_logical_cpus_matches_one_device(runs):
     assert_same_record(record(runs, "mirrored"), record(runs, "single"))
 
 
+@pytest.mark.slow
 def test_fit_multiworker_matches_one_device(runs):
     chief, other = runs["workers"]
     assert chief.returncode == 0, chief.describe()
@@ -117,6 +119,7 @@ def test_fit_multiworker_matches_one_device(runs):
     assert_same_record(record(runs, "worker0"), record(runs, "single"))
 
 
+@pytest.mark.slow
 def test_fit_multiworker_only_the_chief_prints_and_writes(runs):
     chief, other = runs["workers"]
     assert chief.returncode == 0 and other.returncode == 0, other.describe()
@@ -140,6 +143,7 @@ def test_fit_multiworker_only_the_chief_prints_and_writes(runs):
         assert list((runs["root"] / worker).iterdir()) == [], worker
 
 
+@pytest.mark.slow
 def test_fit_mirrored_warns_about_batches_that_do_not_split_evenly(runs):
     uneven = runs["uneven"]
     assert uneven.returncode == 0, uneven.describe()
@@ -151,6 +155,7 @@ def test_fit_mirrored_warns_about_batches_that_do_not_split_evenly(runs):
     ]
 
 
+@pytest.mark.slow
 def test_fit_mirrored_refuses_a_batch_smaller_than_the_replicas(runs):
     too_small = runs["too_small"]
     assert too_small.returncode == 2, too_small.describe()

@@ -88,6 +88,7 @@ def regression_export(regression):
     return path, tf.saved_model.load(str(path))
 
 
+@pytest.mark.slow
 def test_fit_records_the_data_layout(regression, classification):
     info = json.loads((regression["dir"] / "run.json").read_text())
     assert info["data"] == {
@@ -103,6 +104,7 @@ def test_fit_records_the_data_layout(regression, classification):
     assert (info["standardizer"]["y_mean"], info["standardizer"]["y_std"]) == (0.0, 1.0)
 
 
+@pytest.mark.slow
 def test_predict_regression_agrees_with_the_export(capsys, regression, regression_export):
     out = regression["folder"] / "out" / "predictions.csv"  # the folder is created
     status, stdout, err = cli(
@@ -157,6 +159,7 @@ def test_predict_accepts_features_only_npz_and_a_target_option(
         np.testing.assert_allclose(values[:, 0], expected, rtol=RTOL, err_msg=str(args))
 
 
+@pytest.mark.slow
 def test_export_metadata_and_raw_feature_units(regression_export, regression):
     path, served = regression_export
     metadata = json.loads(served.metadata().numpy().decode())
@@ -174,6 +177,7 @@ def test_export_metadata_and_raw_feature_units(regression_export, regression):
     assert np.all(at_mean < 0.0)  # a density over ~100 units is below 1
 
 
+@pytest.mark.slow
 def test_export_to_the_same_folder_again_overwrites(capsys, regression, regression_export):
     path, _ = regression_export
     status, out, err = cli(capsys, "export", regression["dir"], path)
@@ -181,6 +185,7 @@ def test_export_to_the_same_folder_again_overwrites(capsys, regression, regressi
     assert f"exported to {path}" in out
 
 
+@pytest.mark.slow
 def test_predict_and_export_classification(capsys, classification):
     folder = classification["folder"]
     out = folder / "p.csv"

@@ -232,6 +232,7 @@ def test_fit_model_refuses_a_model_built_outside_the_strategy(rng):
         fit_model(built, x, y, TrainConfig(epochs=1, batch_size=4), strategy=strategy)
 
 
+@pytest.mark.slow
 def test_fit_model_in_a_strategy_scope_trains_like_no_strategy(rng):
     from gpflow.keras import tf_keras
 

@@ -22,6 +22,7 @@ SCRIPT = Path(__file__).parent / "scripts" / "mirrored_fit.py"
 
 
 # AR2 under MirroredStrategy also runs in the fast suite through tests/test_cli_distributed.py.
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "rule",
     [

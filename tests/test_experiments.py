@@ -337,6 +337,7 @@ def test_start_up_notices_are_recognised_and_other_lines_kept():
     assert not any(_is_noise(line) for line in kept)
 
 
+@pytest.mark.slow
 def test_importing_the_package_leaves_stderr_and_devices_alone():
     """A library import redirects no file descriptor and lists no devices (the CLI's quiet
     import does both: ``test_cli.py`` checks that ``avdgp`` prints no TensorFlow notices)."""

@@ -2,7 +2,9 @@
 
 The exports are loaded in a fresh Python process that imports only TensorFlow (and NumPy) and
 must give the numbers of :func:`~gpflux_avdgp.predict_mixture` in this process, for any batch
-size, on every call. One subprocess serves every check (TensorFlow's import dominates its cost).
+size, on every call. One subprocess serves every check (TensorFlow's import dominates its cost);
+those checks run in the slow suite. By default, an in-process export of a float32 model is
+loaded back and compared with ``predict_mixture``, and bad arguments are refused.
 """
 
 from __future__ import annotations
@@ -179,6 +181,7 @@ def _assert_outputs(served: dict, expected: dict, batch: int) -> None:
         np.testing.assert_allclose(served[key], expected[key][:batch], rtol=RTOL, err_msg=key)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["regression", "classification"])
 def test_plain_tensorflow_serves_the_numbers_of_predict_mixture(setup, name):
     models, cases, _, served, _ = setup
@@ -195,6 +198,7 @@ def test_plain_tensorflow_serves_the_numbers_of_predict_mixture(setup, name):
     assert shapes["weights"].shape == (7, 5)
 
 
+@pytest.mark.slow
 def test_classification_predict_y_mean_is_the_class_probability(setup):
     models, cases, _, served, _ = setup
     model, inputs, _, _ = cases["classification"]
@@ -209,6 +213,7 @@ def test_classification_predict_y_mean_is_the_class_probability(setup):
     assert ((got > 0) & (got < 1)).all()
 
 
+@pytest.mark.slow
 def test_standardised_export_takes_raw_features_and_answers_in_original_units(setup):
     models, cases, scaler, served, _ = setup
     _, x_raw, y_raw, _ = cases["standardised"]
@@ -236,6 +241,7 @@ def test_standardised_export_takes_raw_features_and_answers_in_original_units(se
     np.testing.assert_allclose(served.arrays["standardised/log_density/50/0"], reference, rtol=1e-9)
 
 
+@pytest.mark.slow
 def test_ar2p_serving_is_deterministic(setup):
     served = setup[3]
     for name in ("regression", "classification", "standardised"):
@@ -251,6 +257,7 @@ def test_ar2p_serving_is_deterministic(setup):
             )
 
 
+@pytest.mark.slow
 def test_ar2_serving_is_deterministic(setup):
     """AR2 predicts with fixed common random numbers: the same numbers on every call, in any
     batch, equal to ``predict_mixture``'s."""
@@ -269,6 +276,7 @@ def test_ar2_serving_is_deterministic(setup):
             np.testing.assert_allclose(got, log_density[:batch], rtol=RTOL)
 
 
+@pytest.mark.slow
 def test_the_serving_process_imported_only_tensorflow(setup):
     modules = setup[3].modules
     assert "tensorflow" in modules
@@ -276,6 +284,7 @@ def test_the_serving_process_imported_only_tensorflow(setup):
     assert loaded == [], loaded
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "what, expected",
     [
@@ -295,6 +304,7 @@ def test_serving_rejects_bad_input_with_a_clear_error(setup, what, expected):
     assert expected in message, message
 
 
+@pytest.mark.slow
 def test_metadata_describes_the_export(setup):
     served, folder = setup[3], setup[4]
     plain, scaled = served.metadata["regression"], served.metadata["standardised"]

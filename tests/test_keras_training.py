@@ -22,6 +22,7 @@ BATCH_SIZE = 50
 NUM_INDUCING = 4
 NUM_POINTS = 4
 RULES = ["ar1", "ar2", "ar2p", "ar2pp"]
+SLOW = pytest.mark.slow
 
 
 # ------------------------------------------------------------------------------------ helpers
@@ -85,8 +86,20 @@ def assert_weights_changed(before: list[np.ndarray], layer: tf_keras.layers.Laye
 
 
 # ------------------------------------------------------------------------------ regression
-@pytest.mark.parametrize("data_dtype", [np.float64, np.float32], ids=["f64data", "f32data"])
-@pytest.mark.parametrize("rule", RULES)
+@pytest.mark.parametrize(
+    "rule, data_dtype",
+    [
+        pytest.param(
+            rule,
+            dtype,
+            id=f"{rule}-{name}",
+            # by default one rule per data type; every pair in the slow suite
+            marks=() if (rule, name) in {("ar2p", "f64data"), ("ar2pp", "f32data")} else SLOW,
+        )
+        for rule in RULES
+        for dtype, name in [(np.float64, "f64data"), (np.float32, "f32data")]
+    ],
+)
 def test_build_avdgp_regression_trains(rng, rule, data_dtype):
     x, y = regression_data(rng, data_dtype)
     likelihood = gpflow.likelihoods.Gaussian(variance=0.1)
@@ -111,7 +124,9 @@ def test_build_avdgp_regression_trains(rng, rule, data_dtype):
     assert likelihood.variance.numpy() != variance_before
 
 
-@pytest.mark.parametrize("rule", RULES)
+@pytest.mark.parametrize(
+    "rule", [rule if rule == "ar2pp" else pytest.param(rule, marks=SLOW) for rule in RULES]
+)
 def test_hand_assembled_sequential_trains(rng, rule):
     x, y = regression_data(rng)
     likelihood = gpflow.likelihoods.Gaussian(variance=0.1)
@@ -164,6 +179,7 @@ def test_bernoulli_classification_end_to_end(rng):
 
 # ----------------------------------------------------------------------------- jit_compile
 # AR1 and AR2 under XLA: step equality for every rule is in tests/test_xla.py (fast).
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "rule",
     [
@@ -215,7 +231,12 @@ def _fit_float32_model(x: np.ndarray, y: np.ndarray, rule: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "how, rule", [("context", "ar1"), ("context", "ar2"), ("set_default_float", "ar2p")]
+    "how, rule",
+    [
+        ("context", "ar1"),
+        pytest.param("context", "ar2", marks=SLOW),
+        pytest.param("set_default_float", "ar2p", marks=SLOW),
+    ],
 )
 def test_float32_model_trains(rng, how, rule):
     x, y = regression_data(rng, np.float32)

@@ -56,6 +56,7 @@ def cluster_results(tmp_path_factory) -> dict:
     return train_on_a_cluster(tmp_path_factory.mktemp("multiworker"), "ar2p,ar2")
 
 
+@pytest.mark.slow
 def test_each_worker_gets_its_slice_of_every_global_batch(cluster_results):
     single = cluster_results["single"]["splits"]["rows"]  # 11 rows in batches of 5
     first = cluster_results["worker0"]["splits"]["rows"]
@@ -66,6 +67,7 @@ def test_each_worker_gets_its_slice_of_every_global_batch(cluster_results):
         assert ours + theirs == whole[0]  # worker 0 the first rows, worker 1 the rest
 
 
+@pytest.mark.slow
 def test_file_pipelines_are_split_by_batch_not_by_file(cluster_results):
     """tf.data's default AUTO policy gives each worker its own file (different batches);
     ``shard_global_batches`` gives each worker its half of every global batch."""
@@ -79,6 +81,7 @@ def test_file_pipelines_are_split_by_batch_not_by_file(cluster_results):
         assert ours + theirs == whole and len(ours) == len(theirs) == 2
 
 
+@pytest.mark.slow
 def test_replica_ids_count_across_workers(cluster_results):
     """The layers' ``_replica_position`` sees the global replica id: worker 1 is replica 1."""
     assert cluster_results["single"]["splits"]["replicas"] == [[0, 1]]
@@ -103,6 +106,7 @@ def assert_same_training(results: dict, rule: str) -> None:
         np.testing.assert_array_equal(mine, theirs)  # all-reduced: the same on every worker
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rule", ["ar2p", "ar2"])
 def test_multiworker_training_matches_one_device(cluster_results, rule):
     assert_same_training(cluster_results, rule)

@@ -111,6 +111,7 @@ def _run_script(*args: str, **popen) -> subprocess.Popen:
     )
 
 
+@pytest.mark.slow
 def test_backup_and_restore_after_sigkill_matches_an_uninterrupted_run(tmp_path):
     marker = tmp_path / "stalled"
     killed = _run_script(
@@ -185,6 +186,7 @@ def _train(split, config, backup_dir, callbacks=()):
     return built, progress
 
 
+@pytest.mark.slow
 def test_fit_model_resumes_from_its_backup(tmp_path, rng):
     split = _split(rng)
     config = TrainConfig(epochs=3, batch_size=30, learning_rate=0.02, seed=4)

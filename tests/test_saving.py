@@ -39,7 +39,10 @@ from gpflux_avdgp import (
 )
 from gpflux_avdgp.layers.gpflux_adapter import gp_layer_from_config, gp_layer_to_config
 
-FORMATS = [".keras", ""]  # "" is the TensorFlow SavedModel format (a directory)
+# "" is the TensorFlow SavedModel format (a directory); saving one traces every layer, so its
+# round trips here run in the slow suite (test_saving_zoo keeps one SavedModel case by default)
+FORMATS = [".keras", ""]
+FORMAT_CASES = [".keras", pytest.param("", marks=pytest.mark.slow)]
 NUM_DATA = 16
 BATCH_SIZE = 8
 
@@ -183,7 +186,7 @@ def fit_one_epoch(model: tf_keras.Model, x: np.ndarray, y: np.ndarray) -> None:
 
 
 # ------------------------------------------------------------------------ full round trip
-@pytest.mark.parametrize("suffix", FORMATS)
+@pytest.mark.parametrize("suffix", FORMAT_CASES)
 def test_round_trip_restores_everything_and_continues_training(tmp_path, rng, suffix):
     x, y = toy_data(rng)
     likelihood = gpflow.likelihoods.Gaussian(0.1)
@@ -223,6 +226,7 @@ def test_round_trip_restores_everything_and_continues_training(tmp_path, rng, su
     assert reloaded.optimizer.iterations.numpy() == model.optimizer.iterations.numpy()
 
 
+@pytest.mark.slow
 def test_model_checkpoint_keeps_the_best_model_in_both_formats(tmp_path, rng):
     x, y = toy_data(rng)
     likelihood = gpflow.likelihoods.Gaussian(0.1)
@@ -368,7 +372,7 @@ def test_sigma_point_config_refuses_what_it_cannot_rebuild(case):
         layer.get_config()
 
 
-@pytest.mark.parametrize("suffix", FORMATS)
+@pytest.mark.parametrize("suffix", FORMAT_CASES)
 def test_sigma_point_layer_round_trip_of_every_supported_structure(tmp_path, rng, suffix):
     """Separate kernels (ARD and isotropic) and inducing points, identity mean, unwhitened,
     frozen inducing points: structure, trainable flags and every value come back."""

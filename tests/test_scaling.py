@@ -61,6 +61,7 @@ def _quadratic_step(x, y):
     return tf.reduce_sum(tf.exp(-0.5 * squared_distances)) + tf.reduce_sum(y)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rule", ["ar2p", pytest.param("ar1", marks=pytest.mark.slow)])
 def test_train_step_memory_is_linear_in_the_batch(rule):
     step = _avdgp_train_step(rule)

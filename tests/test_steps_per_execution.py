@@ -68,7 +68,13 @@ def _fit_pipeline(built, x, y, config, callbacks):
     return fit_model_on_dataset(built, data, config, callbacks=callbacks)
 
 
-@pytest.mark.parametrize("fit", [_fit_arrays, _fit_pipeline], ids=["arrays", "dataset"])
+@pytest.mark.parametrize(
+    "fit",
+    [
+        pytest.param(_fit_arrays, id="arrays", marks=pytest.mark.slow),
+        pytest.param(_fit_pipeline, id="dataset"),
+    ],
+)
 def test_several_steps_per_call_give_the_results_of_one(rng, fit):
     x, y = _data(rng)
     one_losses, one_weights, one_calls, _ = _train(x, y, 1, fit)

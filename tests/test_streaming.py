@@ -426,6 +426,7 @@ class _StopAfterFirstEpoch(tf_keras.callbacks.Callback):
             raise KeyboardInterrupt
 
 
+@pytest.mark.slow
 def test_harness_trains_on_streamed_shards_and_resumes_exactly(tmp_path, rng):
     """``fit_model_on_dataset`` with a pipeline that reads the optimizer's step counter: the
     loss goes down, and a run interrupted after its first epoch and restarted from
@@ -482,6 +483,7 @@ def test_fit_model_on_dataset_refuses_other_data(rng):
 
 
 # ----------------------------------------------------------------------------------- CLI
+@pytest.mark.slow
 def test_cli_fit_streams_a_glob_of_shards(capsys, tmp_path, rng):
     table = _regression_shards(tmp_path / "data", rng, [60, 60, 60, 60])
     out = tmp_path / "out"
@@ -632,6 +634,7 @@ def _script(*args) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_streamed_epoch_memory_is_a_fraction_of_the_data(tmp_path):
     """800k rows in 12 shards (129 MB of CSV, 51 MB as float64): one streamed epoch (batch
     2000) grows the peak resident size by less than a quarter of the CSV text after the

@@ -151,6 +151,7 @@ def test_restore_best_ends_with_the_weights_of_the_best_epoch(rng):
     np.testing.assert_allclose(record.val["nll"], curve[best], rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_patience_stops_with_the_best_epoch_of_the_full_run(rng):
     """Early stopping ends after ``patience`` epochs without a better validation NLL, with the
     same best epoch, weights and scores as training all epochs and restoring the best."""

@@ -91,6 +91,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model, rule, task", CASES)
 def test_xla_step_equals_graph_step(model, rule, task):
     x, y = _data(task)
@@ -104,6 +105,7 @@ def test_xla_step_equals_graph_step(model, rule, task):
         np.testing.assert_allclose(xla, graph, rtol=1e-6, atol=1e-9)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rule", [pytest.param("ar1", marks=pytest.mark.slow), "ar2pp"])
 def test_fit_with_jit_compile_trains(rule):
     """``model.fit`` under XLA for AR2PP and AR1 classification (slow); AR2P, and in the slow
@@ -138,6 +140,7 @@ def test_pad_rows_repeats_the_last_row():
     assert pad_rows(inputs, 2) is inputs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rule", ["ar2p", "ar2"])
 def test_xla_prediction_compiles_once_and_padding_changes_nothing(rule):
     x, y = _data("regression")
