@@ -1,11 +1,25 @@
 """Helpers shared by the test modules (``tests/`` is on ``sys.path`` under pytest, so
-``from helpers import ...`` works from any test module)."""
+``from helpers import ...`` works from any test module, in any sub-folder), and the folders the
+tests read: the test tree mirrors the package (``tests/core`` tests ``gpflux_avdgp/core``...),
+so paths are taken from here, not from a test file's depth."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Sequence
 
 from gpflux_avdgp.cli import main
+
+#: ``tests/``.
+TESTS_DIR = Path(__file__).resolve().parent
+#: The repository root.
+REPO_ROOT = TESTS_DIR.parent
+#: Programs the subprocess tests run.
+SCRIPTS_DIR = TESTS_DIR / "scripts"
+#: Files the tests read (models saved by earlier layouts).
+FIXTURES_DIR = TESTS_DIR / "fixtures"
+#: The UCI data beside the repository (``../shared/data/uci``); tests that need it skip without.
+UCI_ROOT = REPO_ROOT.parent / "shared" / "data" / "uci"
 
 
 def run_cli(capsys, args: Sequence[object]) -> tuple[int, str, str]:

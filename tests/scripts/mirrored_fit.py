@@ -2,7 +2,7 @@
 
     python mirrored_fit.py RULE  ->  prints one JSON line: losses and weights of both runs
 
-Used by tests/test_distributed.py (logical devices must be set before TensorFlow starts, so
+Used by tests/training/test_distributed.py (logical devices must be set before TensorFlow starts, so
 this runs in its own process).
 """
 

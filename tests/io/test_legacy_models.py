@@ -1,6 +1,6 @@
 """Models saved by an earlier layout of the package still load and predict the same.
 
-``tests/data/legacy_layout/`` holds ``.keras`` files written before the package was split into
+``tests/fixtures/legacy_layout/`` holds ``.keras`` files written before the package was split into
 subpackages (see ``make_models.py`` there). Keras finds our layers and the loss by their
 registered names (``gpflux_avdgp>AmortizedGPLayer``), not by module path, so moving a class
 between modules must keep its registered name and its config keys.
@@ -8,15 +8,14 @@ between modules must keep its registered name and its config keys.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
+from helpers import FIXTURES_DIR
 
 import gpflux_avdgp
 from gpflux_avdgp import AVDGPLoss, TrainableLikelihood, predict_mixture
 
-LEGACY = Path(__file__).parent / "data" / "legacy_layout"
+LEGACY = FIXTURES_DIR / "legacy_layout"
 FIELDS = ("weights", "f_means", "f_variances", "y_means", "y_variances")
 
 

@@ -19,8 +19,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cluster import run_cluster  # tests/ has no __init__.py: pytest puts it on sys.path
+from helpers import SCRIPTS_DIR
 
-SCRIPT = Path(__file__).parent / "scripts" / "multiworker_fit.py"
+SCRIPT = SCRIPTS_DIR / "multiworker_fit.py"
 #: Seconds for a whole cluster run (start-up, 3 epochs per rule, both workers and reference).
 TIMEOUT = 420
 

@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from gpflow.keras import tf_keras
-from helpers import assert_one_line_cli_error
+from helpers import SCRIPTS_DIR, assert_one_line_cli_error
 
 import gpflux_avdgp
 from gpflux_avdgp.cli import main
@@ -42,7 +42,7 @@ from gpflux_avdgp.data import (
 from gpflux_avdgp.experiments.zoo import ModelSpec, build_model
 from gpflux_avdgp.training import TrainConfig, fit_model_on_dataset, float_type
 
-SCRIPT = Path(__file__).parent / "scripts" / "stream_memory.py"
+SCRIPT = SCRIPTS_DIR / "stream_memory.py"
 TINY = ["--epochs", "2", "--batch-size", "50", "--points", "4", "--quiet"]
 SMALL_MODEL = ["--layers", "1", "--inducing", "4"]
 

@@ -25,12 +25,11 @@ from typing import Callable, Optional
 import gpflow
 import numpy as np
 import pytest
-from helpers import assert_one_line_cli_error
+from helpers import UCI_ROOT, assert_one_line_cli_error
 
 from gpflux_avdgp.cli import main
 from gpflux_avdgp.experiments import bench
 
-UCI_ROOT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "uci"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 #: One epoch of tiny models: every ``fit`` below takes a few seconds, mostly graph tracing.

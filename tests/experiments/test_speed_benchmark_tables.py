@@ -2,9 +2,10 @@
 time against the number of training steps per call of the train function."""
 
 import importlib.util
-from pathlib import Path
 
-SPEED = Path(__file__).parents[1] / "benchmarks" / "speed.py"
+from helpers import REPO_ROOT
+
+SPEED = REPO_ROOT / "benchmarks" / "speed.py"
 
 
 def _speed_module():

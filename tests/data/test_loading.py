@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import UCI_ROOT
 
 from gpflux_avdgp.data import (
     DataError,
@@ -17,8 +18,6 @@ from gpflux_avdgp.data import (
     split_dataset,
     uci_dataset_path,
 )
-
-UCI_ROOT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "uci"
 
 
 @pytest.fixture

@@ -12,16 +12,16 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers import SCRIPTS_DIR
 
-SCRIPT = Path(__file__).parent / "scripts" / "mirrored_fit.py"
+SCRIPT = SCRIPTS_DIR / "mirrored_fit.py"
 
 
-# AR2 under MirroredStrategy also runs in the fast suite through tests/test_cli_distributed.py.
+# AR2 under MirroredStrategy also runs in the fast suite through tests/cli/test_cli_distributed.py.
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "rule",
@@ -49,7 +49,7 @@ def test_mirrored_strategy_matches_one_device(rule):
         np.testing.assert_allclose(ours, theirs, rtol=1e-9, atol=1e-11)
 
 
-GPU_SCRIPT = Path(__file__).parent / "scripts" / "gpu_mirrored_fit.py"
+GPU_SCRIPT = SCRIPTS_DIR / "gpu_mirrored_fit.py"
 GPUS = tf.config.list_physical_devices("GPU")
 
 

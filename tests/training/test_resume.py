@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from gpflow.keras import tf_keras
+from helpers import SCRIPTS_DIR, UCI_ROOT
 
 import gpflux_avdgp
 from gpflux_avdgp.data import Split, epoch_shuffled_batches
@@ -37,7 +38,7 @@ from gpflux_avdgp.training import (
 )
 from gpflux_avdgp.training.fit import _describe_non_finite_step
 
-SCRIPT = Path(__file__).parent / "scripts" / "resumable_fit.py"
+SCRIPT = SCRIPTS_DIR / "resumable_fit.py"
 
 
 def _epoch_rows(data: tf.data.Dataset) -> list[float]:
@@ -319,7 +320,7 @@ def test_float32_training_on_standardised_uci_data_stays_finite():
     from gpflux_avdgp.data import Standardizer, load_dataset, split_dataset
     from gpflux_avdgp.experiments.runner import standardise_split
 
-    root = Path(__file__).resolve().parents[2] / "shared" / "data" / "uci" / "concrete"
+    root = UCI_ROOT / "concrete"
     dataset = load_dataset(root)
     for seed in (0, 1):
         split = split_dataset(dataset, seed=seed, split=0)
