@@ -10,6 +10,14 @@ from typing import Sequence
 
 from gpflux_avdgp.cli import main
 
+#: ``(rtol, atol)`` of float64 maths against the NumPy loop references of ``reference.py``: the
+#: same formulas summed in another order (and Cholesky solves instead of inverses), so agreement
+#: to about 1e-8 is expected; a wrong term would miss by far more.
+REFERENCE_TOLERANCE = (1e-8, 1e-8)
+#: ``rtol`` of float64 results computed twice by different routes that should agree to
+#: round-off (metrics in two units, an exported SavedModel against ``predict_mixture``).
+SAME_NUMBERS_RTOL = 1e-10
+
 #: ``tests/``.
 TESTS_DIR = Path(__file__).resolve().parent
 #: The repository root.

@@ -5,10 +5,11 @@ import pytest
 import reference  # tests/ has no __init__.py: pytest puts it on sys.path
 import tensorflow as tf
 from gpflow.keras import tf_keras
+from helpers import REFERENCE_TOLERANCE
 
 from gpflux_avdgp import AffineInference, MLPInference
 
-RTOL = ATOL = 1e-8
+RTOL, ATOL = REFERENCE_TOLERANCE
 N, D, M, Q = 4, 3, 3, 2
 
 

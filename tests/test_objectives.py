@@ -5,11 +5,12 @@ import numpy as np
 import pytest
 import reference  # tests/ has no __init__.py: pytest puts it on sys.path
 import tensorflow as tf
+from helpers import REFERENCE_TOLERANCE
 
 from gpflux_avdgp import AVDGPLoss, GaussianMixture, mixture_log_density
 from gpflux_avdgp.core.mixture import mixture_moments
 
-RTOL = ATOL = 1e-8
+RTOL, ATOL = REFERENCE_TOLERANCE
 B, S, Q = 5, 3, 2
 NOISE_VARIANCE = 0.3
 #: GPflow's ``inv_probit`` keeps probabilities in ``[1e-3, 1 - 1e-3]``.

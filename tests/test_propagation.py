@@ -6,13 +6,14 @@ import pytest
 import reference  # tests/ has no __init__.py: pytest puts it on sys.path
 import tensorflow as tf
 from gpflow.keras import tf_keras
+from helpers import REFERENCE_TOLERANCE
 from scipy import stats
 
 from gpflux_avdgp import AmortizedGPLayer, GaussianMixture, PropagationRule, propagate
 from gpflux_avdgp.core.mixture import unpack_numpy
 from gpflux_avdgp.propagation import layer_rule_and_objective
 
-RTOL = ATOL = 1e-8
+RTOL, ATOL = REFERENCE_TOLERANCE
 B, D, S, NUM_DATA = 4, 2, 4, 50
 UNITS, INDUCING = (3, 2, 1), (3, 2, 2)
 KERNEL_PARAMS = ((1.3, 0.8), (0.9, 1.2), (1.1, 0.7))  # (variance, lengthscale) per layer

@@ -18,14 +18,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
-from helpers import assert_one_line_cli_error
+from helpers import SAME_NUMBERS_RTOL, assert_one_line_cli_error
 
 from gpflux_avdgp import metrics
 from gpflux_avdgp.cli import main
 
 TINY = ["--epochs", "1", "--batch-size", "50", "--points", "4", "--quiet"]
 DEEP = ["--layers", "2", "--hidden-dims", "2", "--inducing", "4,4"]
-RTOL = 1e-10
+RTOL = SAME_NUMBERS_RTOL  # float64 throughout
 
 
 def cli(capsys, *args) -> tuple[int, str, str]:

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from gpflow.keras import tf_keras
+from helpers import SAME_NUMBERS_RTOL
 
 import gpflux_avdgp
 from gpflux_avdgp import metrics
@@ -27,7 +28,7 @@ from gpflux_avdgp.data import Standardizer
 from gpflux_avdgp.io.serving import METADATA_FILE, SIGNATURES
 
 BATCH_SIZES = (1, 7, 50)
-RTOL = 1e-10  # float64 throughout
+RTOL = SAME_NUMBERS_RTOL  # float64 throughout
 OUTPUTS = ("mean", "variance", "component_means", "component_variances", "weights")
 PACKAGES = ("gpflux_avdgp", "gpflow", "gpflux", "tensorflow_probability", "tf_keras")
 

@@ -5,11 +5,12 @@ import numpy as np
 import pytest
 import reference  # tests/ has no __init__.py: pytest puts it on sys.path
 import tensorflow as tf
+from helpers import REFERENCE_TOLERANCE
 
 from gpflux_avdgp import AmortizedGPLayer
 from gpflux_avdgp.core.mixture import unpack_numpy
 
-RTOL = ATOL = 1e-8
+RTOL, ATOL = REFERENCE_TOLERANCE
 B, D, Q, M, NUM_DATA = 5, 2, 2, 3, 40
 VARIANCE, LENGTHSCALE = 1.4, 0.9
 

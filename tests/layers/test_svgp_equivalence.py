@@ -14,13 +14,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from gpflow.keras import tf_keras
+from helpers import REFERENCE_TOLERANCE
 
 import gpflux_avdgp
 from gpflux_avdgp.inference import raw_to_q_sqrt, scale_output_size
 
 NUM_DATA, INPUT_DIM, NUM_INDUCING, OUTPUT_DIM = 15, 3, 5, 2
 NUM_TEST = 11
-RTOL = ATOL = 1e-8  # float64
+RTOL, ATOL = REFERENCE_TOLERANCE
 
 
 def _svgp_jitter(kernel: gpflow.kernels.Stationary):
