@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Sequence
 
 from gpflux_avdgp.cli import main
+from gpflux_avdgp.training.rundir import array_data, prepare_run_dir
 
 #: ``(rtol, atol)`` of float64 maths against the NumPy loop references of ``reference.py``: the
 #: same formulas summed in another order (and Cholesky solves instead of inverses), so agreement
@@ -49,3 +50,15 @@ def assert_one_line_cli_error(
     assert len(lines) == 1, err
     assert lines[0].startswith("avdgp"), lines[0]
     assert expected in lines[0], lines[0]
+
+
+def prepare_split_run_dir(directory: Path, spec, split, config, dataset: str) -> Path:
+    """The run folder ``run(spec, split, config, dataset=dataset, save_dir=directory)`` sets up
+    (``settings.json`` checked or written); returns its backup folder."""
+    return prepare_run_dir(
+        directory,
+        spec=spec,
+        config=config,
+        dataset=dataset,
+        data=array_data(split.x_train, split.y_train),
+    )

@@ -27,11 +27,11 @@ from ..training.distribute import barrier, is_chief, worker_save_dir
 from ..training.fit import best_epoch_callbacks, fit_model
 from ..training.progress import EpochProgress
 from ..training.record import DataColumns, RunRecord
-from ..training.rundir import array_fingerprint, prepare_run_dir, remove_if_empty, save_run
+from ..training.rundir import array_data, prepare_run_dir, remove_if_empty, save_run
 from ..validation import check_choice
 from .zoo import BuiltModel, ModelSpec, Task, build_model
 
-__all__ = ["prepare_save_dir", "run", "run_record", "score_prediction", "standardise_split"]
+__all__ = ["run", "run_record", "score_prediction", "standardise_split"]
 
 
 def score_prediction(
@@ -123,8 +123,14 @@ def run(
     backup_dir = None
     made_save_dir = save_dir is not None and not Path(save_dir).exists()
     if save_dir is not None:
-        backup_dir = prepare_save_dir(
-            Path(save_dir), spec, split, config, dataset, stream, write=chief
+        backup_dir = prepare_run_dir(
+            Path(save_dir),
+            spec=spec,
+            config=config,
+            dataset=dataset,
+            data=array_data(split.x_train, split.y_train),
+            stream=stream,
+            write=chief,
         )
     tf_keras.backend.clear_session()
     tf_keras.utils.set_random_seed(config.seed)
@@ -280,31 +286,3 @@ def run_record(
 def _curve(scorer: ValidationNLL) -> list[list]:
     """``[[epoch (from 1), nll], ...]`` of the epochs ``scorer`` scored."""
     return [[epoch + 1, round(value, 6)] for epoch, value in scorer.history]
-
-
-def prepare_save_dir(
-    directory: Path,
-    spec: ModelSpec,
-    split: Split,
-    config: TrainConfig,
-    dataset: str,
-    stream: Optional[TextIO] = None,
-    *,
-    write: bool = True,
-) -> Path:
-    """:func:`~gpflux_avdgp.training.rundir.prepare_run_dir` for a split held in memory: the
-    data are identified by the training rows' SHA-256. Returns the backup folder."""
-    data = {
-        "n_train": int(len(split.x_train)),
-        "data_sha256": array_fingerprint(split.x_train, split.y_train),
-    }
-    return prepare_run_dir(
-        directory,
-        spec=spec,
-        label=spec.label,
-        config=config,
-        dataset=dataset,
-        data=data,
-        stream=stream,
-        write=write,
-    )

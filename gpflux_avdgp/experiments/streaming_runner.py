@@ -28,7 +28,7 @@ from ..training.config import TrainConfig, float_type
 from ..training.fit import fit_model_on_dataset
 from ..training.progress import EpochProgress
 from ..training.record import DataColumns, RunRecord
-from ..training.rundir import prepare_run_dir, save_run, shard_fingerprint
+from ..training.rundir import prepare_run_dir, save_run, shard_data
 from ..validation import check_choice, check_positive_int
 from .runner import run_record, score_prediction
 from .zoo import BuiltModel, ModelSpec, Task, build_model
@@ -157,37 +157,6 @@ def _init_rows(
     return x.numpy()
 
 
-def prepare_streaming_save_dir(
-    directory: Path,
-    spec: ModelSpec,
-    train: ShardStatistics,
-    config: TrainConfig,
-    dataset: str,
-    stream: Optional[TextIO] = None,
-) -> Path:
-    """:func:`~gpflux_avdgp.training.rundir.prepare_run_dir` for streamed shards: the data
-    fingerprint is the scan's (row counts and column moments), so the shards may move.
-
-    :raises ValueError: if the folder holds a finished run, or an interrupted run with other
-        settings or data.
-    :returns: the backup folder, ``directory / "backup"``.
-    """
-    data = {
-        "n_train": train.num_rows,
-        "streamed_shards": len(train.shards),
-        "data_sha256": shard_fingerprint(train),
-    }
-    return prepare_run_dir(
-        directory,
-        spec=spec,
-        label=spec.label,
-        config=config,
-        dataset=dataset,
-        data=data,
-        stream=stream,
-    )
-
-
 def run_streaming(
     spec: ModelSpec,
     train: ShardStatistics,
@@ -226,8 +195,13 @@ def run_streaming(
     check_test_shards(train, test)
     backup_dir = None
     if save_dir is not None:
-        backup_dir = prepare_streaming_save_dir(
-            Path(save_dir), spec, train, config, dataset, stream
+        backup_dir = prepare_run_dir(
+            Path(save_dir),
+            spec=spec,
+            config=config,
+            dataset=dataset,
+            data=shard_data(train),
+            stream=stream,
         )
     tf_keras.backend.clear_session()
     tf_keras.utils.set_random_seed(config.seed)

@@ -1,7 +1,7 @@
 """A run folder (``avdgp fit --save DIR``): ``settings.json`` to resume an interrupted run,
 the ``backup`` folder of ``BackupAndRestore``, and the finished run's ``weights``,
 ``model.keras`` and ``run.json``. The same code serves runs on arrays and on streamed shards;
-only the data fingerprint differs (:func:`array_fingerprint`, :func:`shard_fingerprint`)."""
+only the description of the data differs (:func:`array_data`, :func:`shard_data`)."""
 
 from __future__ import annotations
 
@@ -22,11 +22,11 @@ from .record import DataColumns, RunRecord
 __all__ = [
     "BACKUP_DIR",
     "SETTINGS_FILE",
-    "array_fingerprint",
+    "array_data",
     "prepare_run_dir",
     "remove_if_empty",
     "save_run",
-    "shard_fingerprint",
+    "shard_data",
     "training_settings",
 ]
 
@@ -36,16 +36,19 @@ SETTINGS_FILE = "settings.json"
 BACKUP_DIR = "backup"
 
 
-def array_fingerprint(inputs: np.ndarray, targets: np.ndarray) -> str:
-    """SHA-256 of the training arrays (float64 bytes): a resumed run must see the same data."""
-    return hashlib.sha256(
+def array_data(inputs: np.ndarray, targets: np.ndarray) -> dict:
+    """What identifies training arrays in ``settings.json``: the row count and the SHA-256 of
+    the float64 bytes (a resumed run must see the same data)."""
+    digest = hashlib.sha256(
         np.ascontiguousarray(inputs, np.float64).tobytes()
         + np.ascontiguousarray(targets, np.float64).tobytes()
     ).hexdigest()
+    return {"n_train": int(len(inputs)), "data_sha256": digest}
 
 
-def shard_fingerprint(statistics: ShardStatistics) -> str:
-    """SHA-256 of a scan's row counts and column moments: the shards may move between runs."""
+def shard_data(statistics: ShardStatistics) -> dict:
+    """What identifies streamed training shards: row count, shard count and the SHA-256 of the
+    scan's row counts and column moments (so the shards may move between runs)."""
     text = json.dumps(
         {
             "rows": list(statistics.rows_per_shard),
@@ -53,14 +56,17 @@ def shard_fingerprint(statistics: ShardStatistics) -> str:
             "std": statistics.column_std.tolist(),
         }
     )
-    return hashlib.sha256(text.encode()).hexdigest()
+    return {
+        "n_train": statistics.num_rows,
+        "streamed_shards": len(statistics.shards),
+        "data_sha256": hashlib.sha256(text.encode()).hexdigest(),
+    }
 
 
 def prepare_run_dir(
     directory: Path,
     *,
     spec: Any,
-    label: str,
     config: TrainConfig,
     dataset: str,
     data: dict,
@@ -74,10 +80,9 @@ def prepare_run_dir(
     written by ``BackupAndRestore`` after every epoch, is restored by ``fit``). With
     ``write=False`` (a non-chief worker of multi-worker training) it only checks the folder.
 
-    :param spec: the model's settings, a dataclass (e.g. a ``ModelSpec``).
-    :param label: the model's name in the "resuming" line.
-    :param data: what identifies the training data, e.g. ``{"n_train": N, "data_sha256":
-        array_fingerprint(x, y)}``.
+    :param spec: the model's settings, a dataclass (e.g. a ``ModelSpec``); its ``label``, if
+        any, names the model in the "resuming" line.
+    :param data: what identifies the training data: :func:`array_data` or :func:`shard_data`.
     :raises ValueError: if the folder holds a finished run, or an interrupted run with other
         settings or data.
     :returns: the backup folder, ``directory / "backup"``.
@@ -103,6 +108,7 @@ def prepare_run_dir(
                 "); use the same settings to resume it, or another folder"
             )
         if backup_dir.exists() and stream is not None:
+            label = getattr(spec, "label", type(spec).__name__)
             print(f"[{label}] resuming the interrupted run in {directory}", file=stream)
     if write:
         directory.mkdir(parents=True, exist_ok=True)

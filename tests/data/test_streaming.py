@@ -681,7 +681,12 @@ def test_public_names():
 def test_streaming_save_folder_resumes_only_the_same_data(tmp_path, rng):
     """``settings.json`` fingerprints the scan (rows per shard, column moments): the same
     shards, also moved, resume; a changed shard is refused."""
-    from gpflux_avdgp.experiments.streaming_runner import prepare_streaming_save_dir
+    from gpflux_avdgp.training.rundir import prepare_run_dir, shard_data
+
+    def prepare_streaming_save_dir(folder, spec, statistics, config, dataset):
+        return prepare_run_dir(
+            folder, spec=spec, config=config, dataset=dataset, data=shard_data(statistics)
+        )
 
     table = make_shards(tmp_path / "a", rng, [10, 12])
     spec = ModelSpec(model="avdgp", rule="ar2p")

@@ -22,11 +22,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from gpflow.keras import tf_keras
-from helpers import SCRIPTS_DIR, UCI_ROOT
+from helpers import SCRIPTS_DIR, UCI_ROOT, prepare_split_run_dir
 
 import gpflux_avdgp
 from gpflux_avdgp.data import Split, epoch_shuffled_batches
-from gpflux_avdgp.experiments.runner import prepare_save_dir, run
+from gpflux_avdgp.experiments.runner import run
 from gpflux_avdgp.experiments.zoo import ModelSpec, build_model
 from gpflux_avdgp.layers.base import NON_FINITE_MESSAGE
 from gpflux_avdgp.training import (
@@ -204,13 +204,13 @@ def test_fit_model_resumes_from_its_backup(tmp_path, rng):
 def test_run_refuses_a_folder_with_other_settings_or_a_finished_run(tmp_path, rng):
     split = _split(rng)
     config = TrainConfig(epochs=1, batch_size=60, seed=0)
-    prepare_save_dir(tmp_path, SPEC, split, config, "toy")
-    prepare_save_dir(tmp_path, SPEC, split, config, "toy")  # same settings: resume
+    prepare_split_run_dir(tmp_path, SPEC, split, config, "toy")
+    prepare_split_run_dir(tmp_path, SPEC, split, config, "toy")  # same settings: resume
     with pytest.raises(ValueError, match=r"other settings \(train.epochs: 1 -> 2\)"):
-        prepare_save_dir(tmp_path, SPEC, split, TrainConfig(epochs=2, batch_size=60), "toy")
+        prepare_split_run_dir(tmp_path, SPEC, split, TrainConfig(epochs=2, batch_size=60), "toy")
     other_data = dataclasses.replace(split, x_train=split.x_train + 1)
     with pytest.raises(ValueError, match="data_sha256"):
-        prepare_save_dir(tmp_path, SPEC, other_data, config, "toy")
+        prepare_split_run_dir(tmp_path, SPEC, other_data, config, "toy")
     record = run(SPEC, split, config, dataset="toy", stream=None, save_dir=tmp_path)
     assert record.resumed_from_epoch == 0
     assert (tmp_path / "run.json").exists() and not (tmp_path / "backup").exists()

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from gpflow.keras import tf_keras
+from helpers import prepare_split_run_dir
 
 from gpflux_avdgp.data import Split
-from gpflux_avdgp.experiments.runner import prepare_save_dir
 from gpflux_avdgp.experiments.zoo import ModelSpec, build_model
 from gpflux_avdgp.training import EpochProgress, TrainConfig, fit_model, fit_model_on_dataset
 from gpflux_avdgp.training.fit import _describe_non_finite_step
@@ -104,11 +104,11 @@ def test_a_saved_run_resumes_with_another_value(tmp_path, rng):
     x, y = _data(rng)
     split = Split(x, y, x[:0], y[:0], x[:20], y[:20])
     config = TrainConfig(epochs=1, batch_size=BATCH, seed=0)
-    prepare_save_dir(tmp_path, SPEC, split, config, "toy")
+    prepare_split_run_dir(tmp_path, SPEC, split, config, "toy")
     faster = TrainConfig(epochs=1, batch_size=BATCH, seed=0, steps_per_execution=10)
-    prepare_save_dir(tmp_path, SPEC, split, faster, "toy")  # no "other settings" error
+    prepare_split_run_dir(tmp_path, SPEC, split, faster, "toy")  # no "other settings" error
     with pytest.raises(ValueError, match="other settings"):
-        prepare_save_dir(tmp_path, SPEC, split, TrainConfig(epochs=1, batch_size=20), "toy")
+        prepare_split_run_dir(tmp_path, SPEC, split, TrainConfig(epochs=1, batch_size=20), "toy")
 
 
 @pytest.mark.parametrize(
