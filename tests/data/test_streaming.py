@@ -636,13 +636,18 @@ def _script(*args) -> dict:
 
 @pytest.mark.slow
 def test_streamed_epoch_memory_is_a_fraction_of_the_data(tmp_path):
-    """800k rows in 12 shards (129 MB of CSV, 51 MB as float64): one streamed epoch (batch
+    """1.6M rows in 12 shards (258 MB of CSV, 102 MB as float64): one streamed epoch (batch
     2000) grows the peak resident size by less than a quarter of the CSV text after the
-    warm-up, and the statistics pass by less than the float64 array a load would need."""
-    data = _script("generate", tmp_path, "--shards", 12, "--rows", 800_000)
-    assert data["text_bytes"] > 120e6
+    warm-up, and the statistics pass by less than the float64 array a load would need.
+
+    The epoch's growth does not depend on the data (buffers and the step's working memory)
+    but varies from run to run: 17-35 MB measured for 800k and for 1.6M rows on a quiet
+    machine, so with 800k rows (bound 32 MB) the test failed now and then; at 1.6M the bound
+    is 65 MB."""
+    data = _script("generate", tmp_path, "--shards", 12, "--rows", 1_600_000)
+    assert data["text_bytes"] > 240e6
     result = _script("train", tmp_path, "--batch-size", 2000)
-    assert result["peak_reset"] and result["rows"] == 800_000
+    assert result["peak_reset"] and result["rows"] == 1_600_000
     assert result["epoch_growth"] < data["text_bytes"] / 4, (result, data)
     assert result["scan_growth"] < data["float64_bytes"], (result, data)
 
