@@ -7,7 +7,14 @@ from typing import Optional, Union
 import gpflow
 import numpy as np
 
-__all__ = ["KERNELS", "make_kernel", "kernel_spec", "make_mean_function", "mean_function_spec"]
+__all__ = [
+    "KERNELS",
+    "check_kernel_width",
+    "kernel_spec",
+    "make_kernel",
+    "make_mean_function",
+    "mean_function_spec",
+]
 
 #: Kernels a layer can build from a name (all isotropic or ARD stationary kernels).
 KERNELS: dict[str, type[gpflow.kernels.Stationary]] = {
@@ -38,6 +45,53 @@ def make_kernel(kernel: KernelArg, input_dim: int, *, ard: bool) -> gpflow.kerne
     raise ValueError(
         f"kernel: expected a GPflow kernel or one of {sorted(KERNELS)}, got {kernel!r}"
     )
+
+
+def check_kernel_width(kernel: gpflow.kernels.Kernel, input_dim: int) -> None:
+    """Refuse a kernel whose per-dimension parameters do not fit inputs of width ``input_dim``.
+
+    Every part of ``kernel`` (sums, products and multi-output kernels are walked) that reads
+    all input columns must have one lengthscale (stationary kernels) or one variance
+    (``Linear``, ``Polynomial``) per column, or a scalar; a part with ``active_dims`` must name
+    columns below ``input_dim`` and have one value per named column.
+
+    :raises ValueError: ``kernel: expected D lengthscales for input width D, got K (Matern32)``.
+    """
+    for part in _kernel_parts(kernel):
+        name = type(part).__name__
+        active = part.active_dims
+        if isinstance(active, slice):
+            width = len(range(input_dim)[active])
+        else:
+            columns = np.asarray(active).reshape(-1)
+            if columns.size and (columns.max() >= input_dim or columns.min() < -input_dim):
+                raise ValueError(
+                    f"kernel: active_dims {columns.tolist()} of {name} reach past input width "
+                    f"{input_dim}"
+                )
+            width = int(columns.size)
+        for attribute, what in (("lengthscales", "lengthscales"), ("variance", "variances")):
+            if attribute == "variance" and not isinstance(part, gpflow.kernels.Linear):
+                continue  # a stationary kernel's variance is a scale, not per column
+            value = getattr(part, attribute, None)
+            shape = tuple(value.shape) if value is not None else ()
+            if len(shape) == 1 and shape[0] != width:
+                columns = "" if isinstance(active, slice) else f" ({width} active_dims)"
+                raise ValueError(
+                    f"kernel: expected {width} {what} for input width {input_dim}{columns}, "
+                    f"got {shape[0]} ({name}); give {width} or a scalar"
+                )
+
+
+def _kernel_parts(kernel: gpflow.kernels.Kernel) -> list[gpflow.kernels.Kernel]:
+    """The kernels that act on inputs inside ``kernel``: the kernel itself, or the parts of a
+    sum/product or of a multi-output kernel, recursively."""
+    children = getattr(kernel, "kernels", None)
+    if children is None and hasattr(kernel, "kernel"):  # SharedIndependent
+        children = [kernel.kernel]
+    if children is None:
+        return [kernel]
+    return [part for child in children for part in _kernel_parts(child)]
 
 
 def kernel_spec(kernel: KernelArg) -> Optional[str]:

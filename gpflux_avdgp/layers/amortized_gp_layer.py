@@ -17,6 +17,7 @@ from ..kernels import (
     KERNELS,
     KernelArg,
     MeanFunctionArg,
+    check_kernel_width,
     kernel_spec,
     make_kernel,
     make_mean_function,
@@ -153,6 +154,10 @@ class AmortizedGPLayer(MixtureLayer):
     def build(self, input_shape: tf.TensorShape) -> None:
         super().build(input_shape)
         self.kernel = make_kernel(self._kernel_arg, self.input_dim, ard=self.ard)
+        try:
+            check_kernel_width(self.kernel, self.input_dim)
+        except ValueError as error:
+            raise ValueError(f"{self.name}: {error}") from None
         self.mean_function = make_mean_function(self._mean_function_arg, self.input_dim, self.units)
         self.inference.build((None, self.input_dim))
 

@@ -104,6 +104,12 @@ class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer):
     def build(self, input_shape: tf.TensorShape) -> None:
         input_shape = tf.TensorShape(input_shape)
         rank = input_shape.rank
+        if rank in (2, 3) and input_shape[-1] is None:
+            raise ValueError(
+                f"{self.name}: the input width is unknown (shape {input_shape}); give it to the "
+                "model's input, e.g. tf_keras.Input((D,)) or gpflux.models.DeepGP(..., "
+                "input_dim=D)"
+            )
         if rank == 2:
             self.input_dim = int(input_shape[-1])
             self.input_components: Optional[int] = None  # deterministic input

@@ -1,0 +1,62 @@
+"""Layers refuse inputs they cannot read at build time, with one line that says what to do:
+a kernel or a wrapped GPflux layer made for another input width, an input of unknown width."""
+
+from __future__ import annotations
+
+import gpflow
+import gpflux
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from gpflux_avdgp import AmortizedGPLayer, SigmaPointGPLayer
+
+
+def test_a_kernel_for_another_width_fails_at_build_naming_the_layer():
+    layer = AmortizedGPLayer(
+        1, 2, 10, kernel=gpflow.kernels.Matern32(lengthscales=[1.0, 1.0, 1.0]), name="gp_in"
+    )
+    with pytest.raises(ValueError) as caught:
+        layer(tf.zeros([4, 2], tf.float64))
+    assert str(caught.value) == (
+        "gp_in: kernel: expected 2 lengthscales for input width 2, got 3 (Matern32); "
+        "give 2 or a scalar"
+    )
+
+
+def test_a_kernel_for_the_width_builds():
+    layer = AmortizedGPLayer(1, 2, 10, kernel=gpflow.kernels.Matern32(lengthscales=[1.0, 2.0]))
+    out = layer(tf.zeros([4, 2], tf.float64))
+    assert out.shape == (4, 1, 3)  # a one-component packed mixture of width 2 D + 1
+
+
+def _gp_layer(input_dim: int, lengthscales) -> gpflux.layers.GPLayer:
+    kernel = gpflux.helpers.construct_basic_kernel(
+        gpflow.kernels.SquaredExponential(lengthscales=lengthscales), output_dim=1
+    )
+    inducing = gpflux.helpers.construct_basic_inducing_variables(
+        3, input_dim, output_dim=1, share_variables=True, z_init=np.zeros((3, input_dim))
+    )
+    return gpflux.layers.GPLayer(kernel, inducing, num_data=10, num_latent_gps=1)
+
+
+@pytest.mark.parametrize(
+    "input_dim, lengthscales, message",
+    [
+        (3, 1.0, r"expected inducing points of width 2, got \{3\}"),
+        (2, [1.0, 1.0, 1.0], r"kernel: expected 2 lengthscales for input width 2, got 3"),
+    ],
+    ids=["inducing-points", "kernel"],
+)
+def test_a_wrapped_gpflux_layer_for_another_width_fails_at_build(input_dim, lengthscales, message):
+    first = AmortizedGPLayer(2, 2, 10, name="first")  # a mixture of D = 2 outputs
+    wrapped = SigmaPointGPLayer(_gp_layer(input_dim, lengthscales), name="second")
+    mixture = first(tf.zeros([4, 2], tf.float64))
+    with pytest.raises(ValueError, match=rf"^second: the wrapped GPLayer: {message}"):
+        wrapped(mixture)
+
+
+def test_an_input_of_unknown_width_is_refused_with_what_to_give():
+    layer = AmortizedGPLayer(1, 2, 10, name="gp")
+    with pytest.raises(ValueError, match=r"^gp: the input width is unknown \(shape \(None, None\)"):
+        layer.build(tf.TensorShape([None, None]))
