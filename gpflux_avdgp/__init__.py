@@ -24,6 +24,8 @@ from .layers import (
     InferenceKind,
     KLConvention,
     MixtureLayer,
+    MixtureMean,
+    MixtureSample,
     SigmaPointGPLayer,
     TrainableLikelihood,
 )
@@ -44,6 +46,8 @@ __all__ = [
     "KLConvention",
     "MLPInference",
     "MixtureLayer",
+    "MixtureMean",
+    "MixtureSample",
     "ModelFileError",
     "Objective",
     "PredictiveMixture",

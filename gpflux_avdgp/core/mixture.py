@@ -53,7 +53,9 @@ def mixture_width_to_dim(width: int) -> int:
     """
     if width < 3 or (width - 1) % 2 != 0:
         raise ValueError(
-            f"packed mixture: last axis must have width 2 * D + 1 (D >= 1), got {width}"
+            f"packed mixture: last axis must have width 2 * D + 1 (D >= 1), got {width}; "
+            "a GP layer's output is a packed mixture: put MixtureMean or MixtureSample between "
+            "it and a Keras layer, and read predictions with predict_mixture"
         )
     return (width - 1) // 2
 

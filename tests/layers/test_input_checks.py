@@ -8,6 +8,7 @@ import gpflux
 import numpy as np
 import pytest
 import tensorflow as tf
+from gpflow.keras import tf_keras
 
 from gpflux_avdgp import AmortizedGPLayer, SigmaPointGPLayer
 
@@ -37,7 +38,9 @@ def _gp_layer(input_dim: int, lengthscales) -> gpflux.layers.GPLayer:
     inducing = gpflux.helpers.construct_basic_inducing_variables(
         3, input_dim, output_dim=1, share_variables=True, z_init=np.zeros((3, input_dim))
     )
-    return gpflux.layers.GPLayer(kernel, inducing, num_data=10, num_latent_gps=1)
+    return gpflux.layers.GPLayer(
+        kernel, inducing, num_data=10, num_latent_gps=1, mean_function=gpflow.mean_functions.Zero()
+    )
 
 
 @pytest.mark.parametrize(
@@ -60,3 +63,23 @@ def test_an_input_of_unknown_width_is_refused_with_what_to_give():
     layer = AmortizedGPLayer(1, 2, 10, name="gp")
     with pytest.raises(ValueError, match=r"^gp: the input width is unknown \(shape \(None, None\)"):
         layer.build(tf.TensorShape([None, None]))
+
+
+def test_an_unwrapped_gpflux_layer_after_a_gp_layer_says_to_wrap_it():
+    model = tf_keras.Sequential(
+        [tf_keras.Input((2,), dtype=tf.float64), AmortizedGPLayer(2, 2, 10)]
+    )
+    gp_layer = _gp_layer(2, 1.0)
+    with pytest.raises(ValueError) as caught:
+        model.add(gp_layer)
+    message = str(caught.value)
+    assert message.splitlines() == [
+        f"{gp_layer.name}: a GPflux GPLayer reads [batch, features], got the packed mixture "
+        "(None, 1, 5) of a GP layer before it; wrap it: gpflux_avdgp.SigmaPointGPLayer(gp_layer)"
+    ]
+
+
+def test_a_gpflux_layer_on_features_builds_as_before():
+    gp_layer = _gp_layer(2, 1.0)
+    out = gp_layer(tf.zeros([4, 2], tf.float64))
+    assert tf.convert_to_tensor(out).shape == (4, 1) and gp_layer.built
