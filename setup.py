@@ -33,6 +33,7 @@ setup(
         "numpy>=1.26,<2",
         "check_shapes>=1.1,<2",
         "matplotlib>=3.8,<3.11",
+        "tensorboard>=2.21,<2.22",  # tf_keras.callbacks.TensorBoard; TF 2.21 does not pull it
     ],
     entry_points={"console_scripts": ["avdgp = gpflux_avdgp.cli:main"]},
     extras_require={

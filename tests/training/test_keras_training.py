@@ -349,3 +349,21 @@ def test_ar1_default_points_one_for_training_many_for_prediction(rng):
 
     assert model(x[:10], training=True).shape == (10, 1, 3)
     assert predict_mixture(model, x).weights.shape == (NUM_DATA, 32)
+
+
+def test_tensorboard_callback_writes_the_training_curves(rng, tmp_path):
+    """``tf_keras.callbacks.TensorBoard`` works out of the box (tensorboard is a dependency),
+    profile included (docs/performance.md)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    x, y = regression_data(rng, np.float64)
+    likelihood = gpflow.likelihoods.Gaussian(0.1)
+    model = gpflux_avdgp.build_avdgp(x.shape[1], [1], 4, len(x), likelihood, num_points=3, seed=0)
+    model.compile(tf_keras.optimizers.Adam(0.01), loss=AVDGPLoss(likelihood))
+    board = tf_keras.callbacks.TensorBoard(log_dir=str(tmp_path / "logs"), profile_batch=(2, 3))
+    model.fit(x, y, batch_size=20, epochs=2, verbose=0, callbacks=[board])
+    events = EventAccumulator(str(tmp_path / "logs" / "train"))
+    events.Reload()
+    losses = [event.step for event in events.Tensors("epoch_loss")]
+    assert losses == [0, 1]
+    assert list((tmp_path / "logs").glob("plugins/profile/*/*.xplane.pb"))  # batches 2-3 traced
