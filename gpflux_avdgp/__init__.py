@@ -16,6 +16,7 @@ from .core.conditionals import amortized_conditional, amortized_kl
 from .core.covariances import pointwise_covariances
 from .core.mixture import GaussianMixture, to_mixture
 from .data import ShardStatistics, csv_shard_dataset, resolve_shards, scan_csv_shards
+from .deep_gp import MixtureLikelihoodLayer, as_deep_gp
 from .inference import AffineInference, AmortizedParameters, InducingInit, MLPInference
 from .io.saving import ModelFileError, load_model
 from .io.serving import export
@@ -46,6 +47,7 @@ __all__ = [
     "KLConvention",
     "MLPInference",
     "MixtureLayer",
+    "MixtureLikelihoodLayer",
     "MixtureMean",
     "MixtureSample",
     "ModelFileError",
@@ -58,6 +60,7 @@ __all__ = [
     "ValidationNLL",
     "amortized_conditional",
     "amortized_kl",
+    "as_deep_gp",
     "build_avdgp",
     "csv_shard_dataset",
     "export",

@@ -1,0 +1,112 @@
+"""GPflux's own model class with amortized layers: ``gpflux.models.DeepGP`` needs a likelihood
+layer that reads a packed mixture.
+
+GPflux's :class:`gpflux.layers.LikelihoodLayer` reads one Gaussian ``q(f)`` per row (a
+``MultivariateNormalDiag``); a deep GP of ours ends in a Gaussian *mixture* per row, which no
+single Gaussian describes. :class:`MixtureLikelihoodLayer` is the drop-in replacement: the same
+role (adds the data term as a layer loss while training; returns :class:`LikelihoodOutputs`
+with the predictive mean and variance of ``f`` and ``y`` otherwise), computed on the mixture.
+:func:`as_deep_gp` builds the ``DeepGP``::
+
+    deep_gp = gpflux_avdgp.as_deep_gp([layer_1, layer_2], gpflow.likelihoods.Gaussian())
+    training_model = deep_gp.as_training_model()
+    training_model.compile(tf_keras.optimizers.Adam(0.01))
+    training_model.fit({"inputs": x, "targets": y}, epochs=20)
+    outputs = deep_gp.as_prediction_model()(x)  # outputs.y_mean, outputs.y_var
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import gpflow
+import gpflux
+import tensorflow as tf
+from gpflow.keras import tf_keras
+from gpflux.layers.likelihood_layer import LikelihoodOutputs
+
+from .core.mixture import GaussianMixture, mixture_moments
+from .objectives import AVDGPLoss, Objective
+
+__all__ = ["MixtureLikelihoodLayer", "as_deep_gp"]
+
+
+class MixtureLikelihoodLayer(gpflux.layers.LikelihoodLayer):
+    """GPflux's ``LikelihoodLayer`` for a packed mixture ``[B, S, 2 Q + 1]``.
+
+    Training (``training=True``): adds the mean over the batch of
+    :class:`~gpflux_avdgp.AVDGPLoss`'s per-datapoint loss (``objective``: the ELBO's expected
+    log likelihood, or the predictive objective of AR2PP) as a layer loss. Otherwise: the
+    mixture's mean and total variance of ``f`` and of ``y``, each ``[B, Q]``.
+
+    :param likelihood: the GPflow likelihood (trained with the model: the layer tracks it).
+    :param objective: ``"elbo"`` (default) or ``"predictive"``.
+    """
+
+    def __init__(
+        self,
+        likelihood: gpflow.likelihoods.Likelihood,
+        *,
+        objective: str | Objective = Objective.ELBO,
+    ):
+        data_term = AVDGPLoss(likelihood, objective=objective)  # validates both
+        super().__init__(likelihood)
+        self.data_term = data_term
+
+    def call(
+        self, inputs: tf.Tensor, targets: Optional[tf.Tensor] = None, training: bool = None
+    ) -> LikelihoodOutputs:
+        mixture = GaussianMixture.unpack(inputs)
+        f_mean, f_var = mixture_moments(mixture.weights, mixture.means, mixture.variances)
+        if training:
+            if targets is None:
+                raise ValueError(f"{self.name}: training needs the targets")
+            loss = tf.reduce_mean(self.data_term.call(targets, inputs))
+            y_mean = y_var = None
+        else:
+            loss = tf.zeros([], inputs.dtype)
+            y_means, y_vars = self.likelihood.predict_mean_and_var(
+                None, mixture.means, mixture.variances
+            )
+            y_mean, y_var = mixture_moments(mixture.weights, y_means, y_vars)
+        self.add_loss(loss)
+        return LikelihoodOutputs(f_mean, f_var, y_mean, y_var)
+
+
+def as_deep_gp(
+    f_layers: Sequence[tf_keras.layers.Layer],
+    likelihood: gpflow.likelihoods.Likelihood,
+    *,
+    objective: str | Objective = Objective.ELBO,
+    input_dim: Optional[int] = None,
+    target_dim: Optional[int] = None,
+    num_data: Optional[int] = None,
+) -> gpflux.models.DeepGP:
+    """A ``gpflux.models.DeepGP`` of ``f_layers`` (ours, GPflux ``GPLayer`` s in front of them
+    or wrapped in :class:`~gpflux_avdgp.SigmaPointGPLayer`) ending in a
+    :class:`MixtureLikelihoodLayer`.
+
+    :param input_dim: the input width; default: the first layer's ``input_dim`` if it has one
+        (our layers have it once built), else required.
+    :param target_dim: the target width; default: the last layer's ``units``.
+    :param num_data: default: the layers' ``num_data`` (GPflux checks that they agree).
+    """
+    f_layers = list(f_layers)
+    if not f_layers:
+        raise ValueError("f_layers: expected at least one layer, got none")
+    if input_dim is None:
+        input_dim = getattr(f_layers[0], "input_dim", None)
+    if input_dim is None:
+        raise ValueError(
+            "input_dim: the first layer has no known input width; give as_deep_gp(..., "
+            "input_dim=D)"
+        )
+    if target_dim is None:
+        target_dim = getattr(f_layers[-1], "units", None)
+    return gpflux.models.DeepGP(
+        f_layers,
+        MixtureLikelihoodLayer(likelihood, objective=objective),
+        input_dim=int(input_dim),
+        target_dim=target_dim,
+        num_data=num_data,
+    )

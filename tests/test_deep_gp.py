@@ -1,0 +1,94 @@
+"""``gpflux.models.DeepGP`` with amortized layers: ``as_deep_gp`` and ``MixtureLikelihoodLayer``,
+trained and used for prediction the way GPflux's tutorials do."""
+
+from __future__ import annotations
+
+import gpflow
+import gpflux
+import numpy as np
+import pytest
+import tensorflow as tf
+from gpflow.keras import tf_keras
+
+from gpflux_avdgp import (
+    AmortizedGPLayer,
+    MixtureLikelihoodLayer,
+    TrainableLikelihood,
+    as_deep_gp,
+    predict_mixture,
+)
+
+NUM_DATA = 120
+
+
+def _data(rng):
+    x = rng.uniform(-2.0, 2.0, size=(NUM_DATA, 2))
+    return x, np.sin(2.0 * x[:, :1]) + 0.1 * rng.normal(size=(NUM_DATA, 1))
+
+
+def _gpflux_layer(rng) -> gpflux.layers.GPLayer:
+    kernel = gpflux.helpers.construct_basic_kernel(gpflow.kernels.RBF(), output_dim=2)
+    inducing = gpflux.helpers.construct_basic_inducing_variables(
+        6, 2, output_dim=2, share_variables=True, z_init=rng.uniform(-2, 2, size=(6, 2))
+    )
+    return gpflux.layers.GPLayer(kernel, inducing, num_data=NUM_DATA, num_latent_gps=2)
+
+
+@pytest.mark.parametrize("front", ["amortized", "gpflux"])
+def test_deep_gp_trains_and_predicts_like_the_sequential_of_its_layers(rng, front):
+    x, y = _data(rng)
+    first = AmortizedGPLayer(2, 4, NUM_DATA, seed=0) if front == "amortized" else _gpflux_layer(rng)
+    layers = [first, AmortizedGPLayer(1, 4, NUM_DATA, num_points=5, seed=1)]
+    likelihood = gpflow.likelihoods.Gaussian(0.1)
+    deep_gp = as_deep_gp(layers, likelihood, input_dim=2)
+    assert isinstance(deep_gp, gpflux.models.DeepGP)
+    assert isinstance(deep_gp.likelihood_layer, MixtureLikelihoodLayer)
+    training_model = deep_gp.as_training_model()
+    training_model.compile(tf_keras.optimizers.Adam(0.02))
+    history = training_model.fit({"inputs": x, "targets": y}, batch_size=30, epochs=8, verbose=0)
+    losses = history.history["loss"]
+    assert np.all(np.isfinite(losses)) and losses[-1] < losses[0]
+    assert likelihood.variance.numpy() != 0.1  # the likelihood is trained with the model
+    outputs = deep_gp.as_prediction_model()(x)
+    assert outputs.y_mean.shape == outputs.y_var.shape == (NUM_DATA, 1)
+    if front == "gpflux":
+        # a GPflux GPLayer outputs a sample of f: its predictions differ from call to call
+        assert np.all(np.isfinite(outputs.y_mean.numpy())) and np.all(outputs.y_var.numpy() > 0)
+        return
+    sequential = tf_keras.Sequential([*layers, TrainableLikelihood(likelihood)])
+    prediction = predict_mixture(sequential, x)
+    y_mean, y_var = prediction.y_moments()
+    np.testing.assert_allclose(outputs.y_mean.numpy(), y_mean, rtol=1e-10)
+    np.testing.assert_allclose(outputs.y_var.numpy(), y_var, rtol=1e-10)
+    f_mean, f_var = prediction.f_moments()
+    np.testing.assert_allclose(outputs.f_mean.numpy(), f_mean, rtol=1e-10)
+    np.testing.assert_allclose(outputs.f_var.numpy(), f_var, rtol=1e-10)
+    elbo = deep_gp.elbo((x, y))
+    assert np.isfinite(elbo.numpy())
+
+
+def test_the_layer_loss_is_the_mean_data_term_of_avdgp_loss(rng):
+    from gpflux_avdgp import AVDGPLoss
+
+    packed = tf.constant(
+        np.concatenate(
+            [
+                rng.normal(size=(5, 3, 1)),
+                rng.uniform(0.1, 1, (5, 3, 1)),
+                np.full((5, 3, 1), -np.log(3)),
+            ],
+            axis=-1,
+        )
+    )
+    targets = tf.constant(rng.normal(size=(5, 1)))
+    likelihood = gpflow.likelihoods.Gaussian(0.3)
+    for objective in ("elbo", "predictive"):
+        layer = MixtureLikelihoodLayer(likelihood, objective=objective)
+        layer(packed, targets=targets, training=True)
+        expected = np.mean(AVDGPLoss(likelihood, objective=objective).call(targets, packed))
+        np.testing.assert_allclose(layer.losses[-1].numpy(), expected, rtol=1e-12)
+
+
+def test_first_layer_of_unknown_width_asks_for_input_dim():
+    with pytest.raises(ValueError, match=r"input_dim: .* give as_deep_gp\(\.\.\., input_dim=D\)"):
+        as_deep_gp([AmortizedGPLayer(1, 4, 10)], gpflow.likelihoods.Gaussian())
