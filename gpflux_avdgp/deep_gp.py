@@ -53,6 +53,11 @@ class MixtureLikelihoodLayer(gpflux.layers.LikelihoodLayer):
         super().__init__(likelihood)
         self.data_term = data_term
 
+    def build(self, input_shape: tf.TensorShape) -> None:
+        """Keras' default build: GPflux's ``LikelihoodLayer.build`` refuses packed mixtures
+        (see :mod:`gpflux_avdgp.layers.gpflux_guard`), this layer reads them."""
+        tf_keras.layers.Layer.build(self, input_shape)
+
     def call(
         self, inputs: tf.Tensor, targets: Optional[tf.Tensor] = None, training: bool = None
     ) -> LikelihoodOutputs:

@@ -92,3 +92,55 @@ def test_the_layer_loss_is_the_mean_data_term_of_avdgp_loss(rng):
 def test_first_layer_of_unknown_width_asks_for_input_dim():
     with pytest.raises(ValueError, match=r"input_dim: .* give as_deep_gp\(\.\.\., input_dim=D\)"):
         as_deep_gp([AmortizedGPLayer(1, 4, 10)], gpflow.likelihoods.Gaussian())
+
+
+def test_gpflux_deep_gp_with_its_own_likelihood_layer_names_as_deep_gp(rng):
+    deep_gp = gpflux.models.DeepGP(
+        [AmortizedGPLayer(1, 4, NUM_DATA)], gpflow.likelihoods.Gaussian(), input_dim=2
+    )
+    with pytest.raises(ValueError) as caught:
+        deep_gp.as_training_model()
+    (line,) = str(caught.value).splitlines()
+    assert "GPflux's LikelihoodLayer reads a Gaussian q(f)" in line
+    assert "gpflux_avdgp.as_deep_gp(f_layers, likelihood)" in line
+
+
+def test_gpflux_likelihood_loss_on_our_model_names_avdgp_loss(rng):
+    x, y = _data(rng)
+    likelihood = gpflow.likelihoods.Gaussian()
+    model = tf_keras.Sequential(
+        [
+            tf_keras.Input((2,), dtype=tf.float64),
+            AmortizedGPLayer(1, 4, NUM_DATA),
+            TrainableLikelihood(likelihood),
+        ]
+    )
+    model.compile(tf_keras.optimizers.Adam(0.01), loss=gpflux.losses.LikelihoodLoss(likelihood))
+    with pytest.raises(ValueError, match=r"compile with gpflux_avdgp.AVDGPLoss\(likelihood\)"):
+        model.fit(x, y, epochs=1, verbose=0)
+
+
+def test_gpflux_models_of_gpflux_layers_train_as_before(rng):
+    """The checks leave GPflux's own use alone: a DeepGP of GPLayers with its LikelihoodLayer,
+    and a Sequential of a GPLayer compiled with LikelihoodLoss."""
+    x, y = _data(rng)
+    first, second = _gpflux_layer(rng), _gpflux_layer(rng)
+    second = gpflux.layers.GPLayer(
+        gpflux.helpers.construct_basic_kernel(gpflow.kernels.RBF(), output_dim=1),
+        gpflux.helpers.construct_basic_inducing_variables(
+            6, 2, output_dim=1, share_variables=True, z_init=rng.uniform(-2, 2, size=(6, 2))
+        ),
+        num_data=NUM_DATA,
+        num_latent_gps=1,
+        mean_function=gpflow.mean_functions.Zero(),
+    )
+    deep_gp = gpflux.models.DeepGP([first, second], gpflow.likelihoods.Gaussian(), input_dim=2)
+    training_model = deep_gp.as_training_model()
+    training_model.compile(tf_keras.optimizers.Adam(0.01))
+    history = training_model.fit({"inputs": x, "targets": y}, epochs=2, verbose=0)
+    assert np.all(np.isfinite(history.history["loss"]))
+    likelihood = gpflow.likelihoods.Gaussian()
+    single = tf_keras.Sequential([tf_keras.Input((2,), dtype=tf.float64), second])
+    single.compile(tf_keras.optimizers.Adam(0.01), loss=gpflux.losses.LikelihoodLoss(likelihood))
+    history = single.fit(x, y, epochs=2, verbose=0)
+    assert np.all(np.isfinite(history.history["loss"]))

@@ -1,16 +1,30 @@
-"""A GPflux ``GPLayer`` placed right after one of our GP layers fails at build with one line
-that says to wrap it in :class:`~gpflux_avdgp.SigmaPointGPLayer`.
+"""GPflux's classes given our packed mixture fail with one line that names what to use.
 
-Our GP layers output a packed mixture ``[B, S, 2 D + 1]``; a GPflux ``GPLayer`` reads
-``[B, D]``. Unwrapped, it used to fail deep inside GPflow's kernel code with a 60-line shape
-error that never names the fix. A ``GPLayer`` is never given a rank-3 input by GPflux itself,
-so importing this package gives ``gpflux.layers.GPLayer`` a ``build`` that refuses rank-3
-inputs and otherwise does what Keras' default ``build`` does. This is the package's only
-change to another library's class; :func:`install` is idempotent and leaves a ``build`` that
-GPflux defines itself untouched.
+Our GP layers output a packed mixture ``[B, S, 2 D + 1]``. Three GPflux classes cannot read
+it and used to fail deep inside GPflow or TensorFlow, never naming the fix:
+
+- ``gpflux.layers.GPLayer`` right after one of our layers (it reads ``[B, D]``): a 60-line
+  shape error in GPflow's kernel code. It gets a ``build`` that refuses rank-3 inputs
+  (GPflux never gives it one) and names :class:`~gpflux_avdgp.SigmaPointGPLayer`.
+- ``gpflux.layers.LikelihoodLayer`` (``DeepGP``'s last layer; it reads a Gaussian ``q(f)``):
+  a bare ``AssertionError``. It gets a ``build`` that refuses rank-3 inputs and names
+  :func:`~gpflux_avdgp.as_deep_gp` (whose :class:`~gpflux_avdgp.MixtureLikelihoodLayer`
+  defines its own ``build``).
+- ``gpflux.losses.LikelihoodLoss`` (it reads a Gaussian or samples ``[B, Q]``): a "Graph
+  execution error". Its ``call`` refuses a rank-3 prediction of width ``2 Q + 1`` for
+  targets of width ``Q`` and names :class:`~gpflux_avdgp.AVDGPLoss` (raised while Keras
+  traces the training step, so TensorFlow prints it inside its "in user code" report).
+
+Every check only turns an input that would fail anyway into a clear error; otherwise the
+``build`` does what Keras' default does and the wrapped ``call`` runs unchanged
+(``functools.wraps`` keeps its signature, which Keras inspects). :func:`install`, run when the
+package is imported, is idempotent. These are the package's only changes to another library's
+classes.
 """
 
 from __future__ import annotations
+
+import functools
 
 import gpflux
 import tensorflow as tf
@@ -32,8 +46,52 @@ def _build_refusing_packed_mixtures(self, input_shape) -> None:
 _build_refusing_packed_mixtures._gpflux_avdgp_guard = True
 
 
+def _likelihood_layer_build(self, input_shape) -> None:
+    shape = tf.TensorShape(input_shape) if not isinstance(input_shape, (list, dict)) else None
+    if shape is not None and shape.rank == 3:
+        raise ValueError(
+            f"{self.name}: GPflux's LikelihoodLayer reads a Gaussian q(f) [batch, outputs] (a "
+            f"GPLayer's output), got the packed mixture {shape} of a gpflux_avdgp layer; build "
+            "the DeepGP with gpflux_avdgp.as_deep_gp(f_layers, likelihood) (its likelihood layer "
+            "is gpflux_avdgp.MixtureLikelihoodLayer)"
+        )
+    tf_keras.layers.Layer.build(self, input_shape)
+
+
+_likelihood_layer_build._gpflux_avdgp_guard = True
+
+
+def _likelihood_loss_call(call):
+    @functools.wraps(call)
+    def checked(self, y_true, f_prediction):
+        shape, targets = getattr(f_prediction, "shape", None), getattr(y_true, "shape", None)
+        if (
+            isinstance(f_prediction, tf.Tensor)
+            and shape.rank == 3
+            and targets is not None
+            and targets.rank
+            and shape[-1] is not None
+            and shape[-1] == 2 * (targets[-1] or 0) + 1
+        ):
+            raise ValueError(
+                f"LikelihoodLoss: got the packed mixture {shape} of a gpflux_avdgp GP layer; "
+                "compile with gpflux_avdgp.AVDGPLoss(likelihood) instead (the same likelihood, "
+                "held by a TrainableLikelihood layer)"
+            )
+        return call(self, y_true, f_prediction)
+
+    checked._gpflux_avdgp_guard = True
+    return checked
+
+
 def install() -> None:
-    """Give ``gpflux.layers.GPLayer`` the checking ``build`` (once; only if GPflux has none)."""
-    layer_class = gpflux.layers.GPLayer
-    if "build" not in layer_class.__dict__:
-        layer_class.build = _build_refusing_packed_mixtures
+    """Add the three checks (once; a ``build`` only where GPflux defines none)."""
+    for layer_class, build in (
+        (gpflux.layers.GPLayer, _build_refusing_packed_mixtures),
+        (gpflux.layers.LikelihoodLayer, _likelihood_layer_build),
+    ):
+        if "build" not in layer_class.__dict__:
+            layer_class.build = build
+    loss_class = gpflux.losses.LikelihoodLoss
+    if not getattr(loss_class.call, "_gpflux_avdgp_guard", False):
+        loss_class.call = _likelihood_loss_call(loss_class.call)
