@@ -4,13 +4,16 @@ follow a GP layer (a GP layer as a feature extractor inside a larger Keras model
 A GP layer's output is a packed mixture ``[B, S, 2 D + 1]`` (component means, variances and
 log weights; :class:`~gpflux_avdgp.GaussianMixture`), which only the package's layers and
 loss read. :class:`MixtureMean` gives its mean ``[B, D]`` (and, on request, its total
-variance); :class:`MixtureSample` one draw ``[B, D]`` per row.
+variance); :class:`MixtureSample` one draw ``[B, D]`` per row. Both compute in GPflow's float
+type (``gpflow.default_float()``, like the GP layers); a float32 Keras layer after them casts
+their output as Keras does for any input.
 """
 
 from __future__ import annotations
 
 from typing import Optional
 
+import gpflow
 import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
@@ -57,6 +60,7 @@ class MixtureMean(tf_keras.layers.Layer):
     def __init__(self, *, with_variance: bool = False, **kwargs):
         if not isinstance(with_variance, bool):
             raise ValueError(f"with_variance: expected True or False, got {with_variance!r}")
+        kwargs.setdefault("dtype", gpflow.default_float())  # the GP layers' float type
         super().__init__(**kwargs)
         self.with_variance = with_variance
 
@@ -97,6 +101,7 @@ class MixtureSample(tf_keras.layers.Layer):
     def __init__(self, *, seed: Optional[int] = None, **kwargs):
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
             raise ValueError(f"seed: expected an int or None, got {seed!r}")
+        kwargs.setdefault("dtype", gpflow.default_float())  # the GP layers' float type
         super().__init__(**kwargs)
         self.seed = int(np.random.randint(2**31 - 1)) if seed is None else int(seed)
 
