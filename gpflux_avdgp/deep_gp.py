@@ -61,6 +61,8 @@ class MixtureLikelihoodLayer(gpflux.layers.LikelihoodLayer):
     def call(
         self, inputs: tf.Tensor, targets: Optional[tf.Tensor] = None, training: bool = None
     ) -> LikelihoodOutputs:
+        """Add the data term (training) and return the moments of ``f`` (and, not training,
+        of ``y``), each ``[B, Q]``, as GPflux's ``LikelihoodOutputs``."""
         mixture = GaussianMixture.unpack(inputs)
         f_mean, f_var = mixture_moments(mixture.weights, mixture.means, mixture.variances)
         if training:

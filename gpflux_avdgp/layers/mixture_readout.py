@@ -69,11 +69,13 @@ class MixtureMean(tf_keras.layers.Layer):
         super().build(input_shape)
 
     def call(self, inputs: tf.Tensor) -> tf.Tensor:
+        """:returns: the mean ``[B, D]`` (or mean and variance ``[B, 2 D]``) of ``inputs``."""
         mixture = GaussianMixture.unpack(inputs)
         mean, variance = mixture_moments(mixture.weights, mixture.means, mixture.variances)
         return tf.concat([mean, variance], axis=-1) if self.with_variance else mean
 
     def compute_output_shape(self, input_shape: tf.TensorShape) -> tf.TensorShape:
+        """``[B, D]``, or ``[B, 2 D]`` with the variance."""
         dim = _check_packed(self.name, input_shape)
         return tf.TensorShape([input_shape[0], 2 * dim if self.with_variance else dim])
 
@@ -118,6 +120,7 @@ class MixtureSample(tf_keras.layers.Layer):
         super().build(input_shape)
 
     def call(self, inputs: tf.Tensor, training: Optional[bool] = None) -> tf.Tensor:
+        """:returns: one draw ``[B, D]`` per row of ``inputs``."""
         mixture = GaussianMixture.unpack(inputs)
         key = tf.stack([tf.constant(self.seed, tf.int64), self.draw_counter.read_value()])
         stream = 0 if training else 2  # training and prediction never share a key
@@ -134,6 +137,7 @@ class MixtureSample(tf_keras.layers.Layer):
         return mean + tf.sqrt(variance) * noise
 
     def compute_output_shape(self, input_shape: tf.TensorShape) -> tf.TensorShape:
+        """``[B, D]``."""
         return tf.TensorShape([input_shape[0], _check_packed(self.name, input_shape)])
 
     def get_config(self) -> dict:
