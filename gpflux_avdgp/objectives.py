@@ -29,6 +29,7 @@ __all__ = [
     "AVDGPLoss",
     "component_variational_expectations",
     "component_log_density",
+    "is_categorical",
     "mixture_log_density",
 ]
 
@@ -40,15 +41,33 @@ class Objective(str, enum.Enum):
     PREDICTIVE = "predictive"  #: log predictive density (AR2PP, DSPP)
 
 
-def _targets(y_true: tf.Tensor, mixture: GaussianMixture) -> tf.Tensor:
-    """Targets as ``[B, 1, Q]`` in the mixture's dtype; ``[B]`` is read as ``[B, 1]``."""
+def is_categorical(likelihood: gpflow.likelihoods.Likelihood) -> bool:
+    """Whether ``likelihood`` reads one class index per row from ``K`` latent functions
+    (GPflow's ``MultiClass`` with ``RobustMax``, or ``Softmax``)."""
+    return isinstance(likelihood, (gpflow.likelihoods.MultiClass, gpflow.likelihoods.Softmax))
+
+
+def _targets(
+    y_true: tf.Tensor, mixture: GaussianMixture, likelihood: gpflow.likelihoods.Likelihood
+) -> tf.Tensor:
+    """Targets as ``[B, 1, Q]`` in the mixture's dtype; ``[B]`` is read as ``[B, 1]``.
+
+    A categorical likelihood reads one class index per row (``[B, 1, 1]``) for its ``K``
+    latent outputs; every other likelihood one target per output.
+    """
     y = tf.cast(y_true, mixture.means.dtype)
     if y.shape.rank == 1:
         y = y[:, None]
-    if y.shape.rank != 2 or (y.shape[-1] is not None and y.shape[-1] != mixture.dim):
+    width = 1 if is_categorical(likelihood) else mixture.dim
+    if y.shape.rank != 2 or (y.shape[-1] is not None and y.shape[-1] != width):
+        what = (
+            f"one class index per row for the model's {mixture.dim} classes"
+            if width == 1 and is_categorical(likelihood)
+            else f"{mixture.dim} output(s)"
+        )
         raise ValueError(
-            f"y_true: expected targets of shape [batch, {mixture.dim}] to match the model's "
-            f"{mixture.dim} output(s), got shape {y_true.shape}"
+            f"y_true: expected targets of shape [batch, {width}] to match the model's "
+            f"{what}, got shape {y_true.shape}"
         )
     batch, pred_batch = y.shape[0], mixture.means.shape[0]
     if batch is not None and pred_batch is not None and batch != pred_batch:
@@ -58,20 +77,35 @@ def _targets(y_true: tf.Tensor, mixture: GaussianMixture) -> tf.Tensor:
     return y[:, None, :]
 
 
+def _per_component(method, likelihood, mixture: GaussianMixture, y_true: tf.Tensor) -> tf.Tensor:
+    """``method(None, means, variances, y)`` for every component: ``[B, S]``.
+
+    GPflow's categorical likelihoods read rank-2 inputs only (they flatten the targets), so
+    their components are stacked into the batch: ``[B S, K]`` with the targets repeated.
+    """
+    y = _targets(y_true, mixture, likelihood)  # [B, 1, Q]
+    if not is_categorical(likelihood):
+        return method(None, mixture.means, mixture.variances, y)
+    shape = tf.shape(mixture.means)  # [B, S, K]
+    flat = [tf.reshape(t, [-1, shape[2]]) for t in (mixture.means, mixture.variances)]
+    labels = tf.reshape(tf.repeat(y, shape[1], axis=1), [-1, 1])  # [B S, 1]
+    no_inputs = tf.zeros([tf.shape(labels)[0], 0], labels.dtype)  # Softmax's Monte Carlo needs X
+    labels = tf.cast(labels, tf.int64)  # Softmax's cross-entropy takes integer classes
+    return tf.reshape(method(no_inputs, flat[0], flat[1], labels), shape[:2])
+
+
 def component_variational_expectations(
     likelihood: gpflow.likelihoods.Likelihood, mixture: GaussianMixture, y_true: tf.Tensor
 ) -> tf.Tensor:
     """``E_{q(f_s)}[log p(y | f_s)]`` summed over outputs, per component: ``[B, S]``."""
-    y = _targets(y_true, mixture)
-    return likelihood.variational_expectations(None, mixture.means, mixture.variances, y)
+    return _per_component(likelihood.variational_expectations, likelihood, mixture, y_true)
 
 
 def component_log_density(
     likelihood: gpflow.likelihoods.Likelihood, mixture: GaussianMixture, y_true: tf.Tensor
 ) -> tf.Tensor:
     """``log int p(y | f) q(f_s) df`` summed over outputs, per component: ``[B, S]``."""
-    y = _targets(y_true, mixture)
-    return likelihood.predict_log_density(None, mixture.means, mixture.variances, y)
+    return _per_component(likelihood.predict_log_density, likelihood, mixture, y_true)
 
 
 def mixture_log_density(

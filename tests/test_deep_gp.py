@@ -34,7 +34,7 @@ def _gpflux_layer(rng) -> gpflux.layers.GPLayer:
     return gpflux.layers.GPLayer(kernel, inducing, num_data=NUM_DATA, num_latent_gps=2)
 
 
-@pytest.mark.parametrize("front", ["amortized", "gpflux"])
+@pytest.mark.parametrize("front", ["amortized", pytest.param("gpflux", marks=pytest.mark.slow)])
 def test_deep_gp_trains_and_predicts_like_the_sequential_of_its_layers(rng, front):
     x, y = _data(rng)
     first = AmortizedGPLayer(2, 4, NUM_DATA, seed=0) if front == "amortized" else _gpflux_layer(rng)
@@ -120,6 +120,7 @@ def test_gpflux_likelihood_loss_on_our_model_names_avdgp_loss(rng):
         model.fit(x, y, epochs=1, verbose=0)
 
 
+@pytest.mark.slow
 def test_gpflux_models_of_gpflux_layers_train_as_before(rng):
     """The checks leave GPflux's own use alone: a DeepGP of GPLayers with its LikelihoodLayer,
     and a Sequential of a GPLayer compiled with LikelihoodLoss."""

@@ -246,10 +246,14 @@ def test_predict_mixture_needs_a_likelihood():
     assert prediction.f_means.shape == (2, 1, 1)
 
 
-def test_class_probabilities_need_a_bernoulli_likelihood(likelihood):
+def test_class_probabilities_need_a_classification_likelihood(likelihood):
     model = build_avdgp(2, [1], 2, 10, likelihood)
     prediction = gpflux_avdgp.predict_mixture(model, np.zeros((2, 2)))
-    with pytest.raises(ValueError, match=r"class_probabilities: needs a Bernoulli likelihood"):
+    expected = (
+        r"^class_probabilities: needs a Bernoulli, MultiClass or Softmax likelihood, the model "
+        r"has Gaussian$"
+    )
+    with pytest.raises(ValueError, match=expected):
         prediction.class_probabilities()
 
 

@@ -20,7 +20,7 @@ from ..propagation import Propagated, PropagationRule, propagate
 from ..validation import check_choice, check_optional_positive_int, check_positive_int
 from .module_state import GPflowModuleState
 
-__all__ = ["MixtureLayer", "DEFAULT_NUM_POINTS", "NON_FINITE_MESSAGE"]
+__all__ = ["MixtureLayer", "DEFAULT_NUM_POINTS", "NON_FINITE_MESSAGE", "add_draw_counter"]
 
 #: Components created from a one-component mixture when ``num_points`` is not given (paper).
 DEFAULT_NUM_POINTS = 32
@@ -34,6 +34,19 @@ def _replica_position() -> tuple:
     if context is None or context.num_replicas_in_sync == 1:
         return (0, 1)
     return (context.replica_id_in_sync_group, context.num_replicas_in_sync)
+
+
+def add_draw_counter(layer: tf_keras.layers.Layer) -> tf.Variable:
+    """The layer's count of training draws so far (int64, not trained, saved with the model):
+    it keys the stateless Monte Carlo draws, so a restored run draws the same numbers."""
+    return layer.add_weight(
+        name="draw_counter",
+        shape=(),
+        dtype=tf.int64,
+        initializer=tf_keras.initializers.Zeros(),
+        trainable=False,
+        aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+    )
 
 
 class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer):
@@ -129,14 +142,7 @@ class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer):
         self._build_sigma_points()
         self.draw_counter = None
         if self.rule.is_sampled and self.input_components is not None:
-            self.draw_counter = self.add_weight(
-                name="draw_counter",
-                shape=(),
-                dtype=tf.int64,
-                initializer=tf_keras.initializers.Zeros(),
-                trainable=False,
-                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
-            )  # training draws so far; keys the stateless Monte Carlo draws
+            self.draw_counter = add_draw_counter(self)
         super().build(input_shape)
 
     @property

@@ -33,32 +33,30 @@ from gpflow.keras import tf_keras
 __all__ = ["install"]
 
 
-def _build_refusing_packed_mixtures(self, input_shape) -> None:
-    shape = tf.TensorShape(input_shape) if not isinstance(input_shape, (list, dict)) else None
-    if shape is not None and shape.rank == 3:
-        raise ValueError(
-            f"{self.name}: a GPflux GPLayer reads [batch, features], got the packed mixture "
-            f"{shape} of a GP layer before it; wrap it: gpflux_avdgp.SigmaPointGPLayer(gp_layer)"
-        )
-    tf_keras.layers.Layer.build(self, input_shape)
+def _build_refusing_rank_3(message: str):
+    """A layer ``build`` that raises ``ValueError(f"{layer.name}: {message}")`` (``message``
+    may use ``{shape}``) for a rank-3 input and otherwise does what Keras' default does."""
+
+    def build(self, input_shape) -> None:
+        shape = tf.TensorShape(input_shape) if not isinstance(input_shape, (list, dict)) else None
+        if shape is not None and shape.rank == 3:
+            raise ValueError(f"{self.name}: " + message.format(shape=shape))
+        tf_keras.layers.Layer.build(self, input_shape)
+
+    build._gpflux_avdgp_guard = True
+    return build
 
 
-_build_refusing_packed_mixtures._gpflux_avdgp_guard = True
-
-
-def _likelihood_layer_build(self, input_shape) -> None:
-    shape = tf.TensorShape(input_shape) if not isinstance(input_shape, (list, dict)) else None
-    if shape is not None and shape.rank == 3:
-        raise ValueError(
-            f"{self.name}: GPflux's LikelihoodLayer reads a Gaussian q(f) [batch, outputs] (a "
-            f"GPLayer's output), got the packed mixture {shape} of a gpflux_avdgp layer; build "
-            "the DeepGP with gpflux_avdgp.as_deep_gp(f_layers, likelihood) (its likelihood layer "
-            "is gpflux_avdgp.MixtureLikelihoodLayer)"
-        )
-    tf_keras.layers.Layer.build(self, input_shape)
-
-
-_likelihood_layer_build._gpflux_avdgp_guard = True
+_GP_LAYER_BUILD = _build_refusing_rank_3(
+    "a GPflux GPLayer reads [batch, features], got the packed mixture {shape} of a GP layer "
+    "before it; wrap it: gpflux_avdgp.SigmaPointGPLayer(gp_layer)"
+)
+_LIKELIHOOD_LAYER_BUILD = _build_refusing_rank_3(
+    "GPflux's LikelihoodLayer reads a Gaussian q(f) [batch, outputs] (a GPLayer's output), got "
+    "the packed mixture {shape} of a gpflux_avdgp layer; build the DeepGP with "
+    "gpflux_avdgp.as_deep_gp(f_layers, likelihood) (its likelihood layer is "
+    "gpflux_avdgp.MixtureLikelihoodLayer)"
+)
 
 
 def _likelihood_loss_call(call):
@@ -87,8 +85,8 @@ def _likelihood_loss_call(call):
 def install() -> None:
     """Add the three checks (once; a ``build`` only where GPflux defines none)."""
     for layer_class, build in (
-        (gpflux.layers.GPLayer, _build_refusing_packed_mixtures),
-        (gpflux.layers.LikelihoodLayer, _likelihood_layer_build),
+        (gpflux.layers.GPLayer, _GP_LAYER_BUILD),
+        (gpflux.layers.LikelihoodLayer, _LIKELIHOOD_LAYER_BUILD),
     ):
         if "build" not in layer_class.__dict__:
             layer_class.build = build

@@ -20,6 +20,7 @@ from gpflow.keras import tf_keras
 
 from ..core.mixture import GaussianMixture, mixture_moments, mixture_width_to_dim
 from ..core.random import stateless_standard_normal
+from .base import add_draw_counter
 
 __all__ = ["MixtureMean", "MixtureSample"]
 
@@ -109,14 +110,7 @@ class MixtureSample(tf_keras.layers.Layer):
 
     def build(self, input_shape: tf.TensorShape) -> None:
         self.output_dim = _check_packed(self.name, input_shape)
-        self.draw_counter = self.add_weight(
-            name="draw_counter",
-            shape=(),
-            dtype=tf.int64,
-            initializer=tf_keras.initializers.Zeros(),
-            trainable=False,
-            aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
-        )
+        self.draw_counter = add_draw_counter(self)
         super().build(input_shape)
 
     def call(self, inputs: tf.Tensor, training: Optional[bool] = None) -> tf.Tensor:

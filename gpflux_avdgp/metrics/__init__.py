@@ -17,11 +17,13 @@ mixture mean, :func:`mean_crps` (closed form of Grimit et al., 2006) and
 classification with labels in ``{0, 1}`` and predicted ``p(y = 1)``: :func:`error_rate`,
 :func:`brier_score`, :func:`bernoulli_nll` and :func:`expected_calibration_error`, bundled in
 :func:`classification_metrics`; :func:`probit_mixture_probability` turns a latent mixture into
-``p(y = 1)`` under the probit link. :func:`average_ranks` ranks methods across datasets.
+``p(y = 1)`` under the probit link. K classes: :func:`multiclass_metrics` (error rate, NLL,
+Brier, top-label ECE of ``[N, K]`` class probabilities). :func:`average_ranks` ranks methods
+across datasets.
 
 The package imports neither TensorFlow nor GPflow, so it can score predictions saved to disk.
-Modules: :mod:`.regression`, :mod:`.quantiles`, :mod:`.classification`, :mod:`.ranks`, and
-:mod:`.common` (input checks shared by them).
+Modules: :mod:`.regression`, :mod:`.quantiles`, :mod:`.classification`, :mod:`.multiclass`,
+:mod:`.ranks`, and :mod:`.common` (input checks shared by them).
 """
 
 from .classification import (
@@ -34,6 +36,7 @@ from .classification import (
     probit_mixture_probability,
 )
 from .common import DEFAULT_CHUNK_ROWS, WEIGHT_SUM_TOLERANCE
+from .multiclass import check_class_probabilities, multiclass_metrics
 from .quantiles import (
     QUANTILE_BRACKET_SIGMAS,
     central_interval_coverage,
@@ -61,6 +64,7 @@ __all__ = [
     "average_ranks",
     "bernoulli_nll",
     "brier_score",
+    "check_class_probabilities",
     "central_interval_coverage",
     "classification_metrics",
     "error_rate",
@@ -73,6 +77,7 @@ __all__ = [
     "mixture_cdf",
     "mixture_mean_and_variance",
     "mixture_quantiles",
+    "multiclass_metrics",
     "probit_mixture_probability",
     "regression_metrics",
     "rescale_mixture",
