@@ -66,7 +66,7 @@ class MixtureMean(tf_keras.layers.Layer):
         self.with_variance = with_variance
 
     def build(self, input_shape: tf.TensorShape) -> None:
-        self.output_dim = _check_packed(self.name, input_shape)
+        _check_packed(self.name, input_shape)  # one line for anything but a packed mixture
         super().build(input_shape)
 
     def call(self, inputs: tf.Tensor) -> tf.Tensor:
@@ -109,7 +109,7 @@ class MixtureSample(tf_keras.layers.Layer):
         self.seed = int(np.random.randint(2**31 - 1)) if seed is None else int(seed)
 
     def build(self, input_shape: tf.TensorShape) -> None:
-        self.output_dim = _check_packed(self.name, input_shape)
+        _check_packed(self.name, input_shape)  # one line for anything but a packed mixture
         self.draw_counter = add_draw_counter(self)
         super().build(input_shape)
 
