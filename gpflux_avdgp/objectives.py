@@ -29,6 +29,7 @@ __all__ = [
     "AVDGPLoss",
     "component_variational_expectations",
     "component_log_density",
+    "component_y_moments",
     "is_categorical",
     "mixture_log_density",
 ]
@@ -94,6 +95,30 @@ def _per_component(method, likelihood, mixture: GaussianMixture, y_true: tf.Tens
     return tf.reshape(method(no_inputs, flat[0], flat[1], labels), shape[:2])
 
 
+def component_y_moments(
+    likelihood: gpflow.likelihoods.Likelihood, means: tf.Tensor, variances: tf.Tensor
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """Mean and variance of ``y`` per component, ``[N, S, Q]`` each (``Q = K`` classes for a
+    categorical likelihood: the class probabilities and their variances), in TensorFlow.
+
+    GPflow's categorical likelihoods read rank-2 inputs only, so their components are stacked
+    into the rows: ``[N S, K]``. Their class probabilities are renormalised to sum to one, the
+    variances taken as ``p (1 - p)`` of the result (GPflow's own formula): ``MultiClass``
+    integrates each class's ``RobustMax`` probability with its own 20-point Gauss-Hermite rule,
+    and the sums are off by up to 0.03 for component variances up to 0.1 and 0.1 for variances
+    up to 5 (measured on 5000 random 3-class components; the median is 1e-6).
+    """
+    if not is_categorical(likelihood):
+        return likelihood.predict_mean_and_var(None, means, variances)
+    shape = tf.shape(means)  # [N, S, K]
+    flat_means, flat_variances = (tf.reshape(t, [-1, shape[2]]) for t in (means, variances))
+    no_inputs = tf.zeros([tf.shape(flat_means)[0], 0], means.dtype)  # Softmax's MC needs X
+    y_means, _ = likelihood.predict_mean_and_var(no_inputs, flat_means, flat_variances)
+    y_means = tf.reshape(y_means, shape)  # [N, S, K]
+    y_means = y_means / tf.reduce_sum(y_means, axis=-1, keepdims=True)
+    return y_means, y_means - tf.square(y_means)
+
+
 def component_variational_expectations(
     likelihood: gpflow.likelihoods.Likelihood, mixture: GaussianMixture, y_true: tf.Tensor
 ) -> tf.Tensor:
@@ -104,8 +129,18 @@ def component_variational_expectations(
 def component_log_density(
     likelihood: gpflow.likelihoods.Likelihood, mixture: GaussianMixture, y_true: tf.Tensor
 ) -> tf.Tensor:
-    """``log int p(y | f) q(f_s) df`` summed over outputs, per component: ``[B, S]``."""
-    return _per_component(likelihood.predict_log_density, likelihood, mixture, y_true)
+    """``log int p(y | f) q(f_s) df`` summed over outputs, per component: ``[B, S]``.
+
+    Categorical likelihoods: the log of the label's class probability from
+    :func:`component_y_moments` (renormalised over the classes), so the log density, the
+    predictive objective and the NLL of the class probabilities agree.
+    """
+    if not is_categorical(likelihood):
+        return _per_component(likelihood.predict_log_density, likelihood, mixture, y_true)
+    labels = tf.cast(_targets(y_true, mixture, likelihood)[:, 0, 0], tf.int32)  # [B]
+    probabilities, _ = component_y_moments(likelihood, mixture.means, mixture.variances)
+    one_hot = tf.one_hot(labels, tf.shape(probabilities)[-1], dtype=probabilities.dtype)
+    return tf.math.log(tf.reduce_sum(probabilities * one_hot[:, None, :], axis=-1))  # [B, S]
 
 
 def mixture_log_density(

@@ -13,7 +13,7 @@ from gpflow.keras import tf_keras
 from .core.mixture import GaussianMixture, unpack_numpy
 from .layers.likelihood_layer import TrainableLikelihood
 from .metrics.common import mixture_moments
-from .objectives import is_categorical, mixture_log_density
+from .objectives import component_y_moments, is_categorical, mixture_log_density
 from .validation import check_feature_matrix, check_positive_int
 
 __all__ = ["PredictiveMixture", "model_input_spec", "model_likelihood", "predict_mixture"]
@@ -71,26 +71,6 @@ class PredictiveMixture:
                 f"the model has {type(self.likelihood).__name__}"
             )
         return self.y_moments()[0]
-
-
-def _component_y_moments(
-    likelihood: gpflow.likelihoods.Likelihood, means: np.ndarray, variances: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and variance of ``y`` per component, ``[N, S, Q]`` each. GPflow's categorical
-    likelihoods read rank-2 inputs only, so their components are stacked into the rows."""
-    if not is_categorical(likelihood):
-        y_means, y_variances = likelihood.predict_mean_and_var(
-            None, tf.constant(means), tf.constant(variances)
-        )
-        return np.asarray(y_means), np.asarray(y_variances)
-    rows, components, classes = means.shape
-    y_means, y_variances = likelihood.predict_mean_and_var(
-        tf.zeros([rows * components, 0], means.dtype),  # Softmax's Monte Carlo needs X
-        tf.constant(means.reshape(-1, classes)),
-        tf.constant(variances.reshape(-1, classes)),
-    )
-    shape = (rows, components, classes)
-    return np.reshape(y_means, shape), np.reshape(y_variances, shape)
 
 
 def model_likelihood(
@@ -181,7 +161,9 @@ def predict_mixture(
     )
     packed = model.predict(padded, batch_size=batch_size, verbose=0)[:num_rows]
     means, variances, log_weights = unpack_numpy(packed)
-    y_means, y_variances = _component_y_moments(likelihood, means, variances)
+    y_means, y_variances = component_y_moments(
+        likelihood, tf.constant(means), tf.constant(variances)
+    )
     return PredictiveMixture(
         weights=np.exp(log_weights),
         f_means=means,

@@ -11,7 +11,11 @@ from gpflow.keras import tf_keras
 
 import gpflux_avdgp
 from gpflux_avdgp import AVDGPLoss, GaussianMixture, predict_mixture
-from gpflux_avdgp.objectives import component_log_density, component_variational_expectations
+from gpflux_avdgp.objectives import (
+    component_log_density,
+    component_variational_expectations,
+    component_y_moments,
+)
 
 K = 3
 
@@ -31,26 +35,64 @@ def _mixture(rng, batch: int = 6, components: int = 4) -> GaussianMixture:
     )
 
 
-@pytest.mark.parametrize("function", ["variational_expectations", "predict_log_density"])
-def test_component_terms_are_the_likelihoods_terms_of_each_component(rng, function):
+def test_component_expectations_are_the_likelihoods_terms_of_each_component(rng):
     """RobustMax's terms are deterministic (Gauss-Hermite), so they can be compared with a
     loop that calls the GPflow likelihood on one component at a time."""
     likelihood = _likelihood("robustmax")
     mixture = _mixture(rng)
     labels = rng.integers(0, K, size=(6, 1)).astype(np.float64)
-    ours = {
-        "variational_expectations": component_variational_expectations,
-        "predict_log_density": component_log_density,
-    }[function](likelihood, mixture, tf.constant(labels))
-    method = getattr(likelihood, function)
+    ours = component_variational_expectations(likelihood, mixture, tf.constant(labels))
     loop = np.stack(
         [
-            method(None, mixture.means[:, s], mixture.variances[:, s], tf.constant(labels))
+            likelihood.variational_expectations(
+                None, mixture.means[:, s], mixture.variances[:, s], tf.constant(labels)
+            )
             for s in range(4)
         ],
         axis=1,
     )
     np.testing.assert_allclose(ours.numpy(), loop, rtol=1e-12)
+
+
+def _normalised_class_probabilities(likelihood, means: np.ndarray, variances: np.ndarray):
+    """Loop reference: GPflow's class probabilities of one component, divided by their sum."""
+    p, _ = likelihood.predict_mean_and_var(None, tf.constant(means), tf.constant(variances))
+    p = np.asarray(p)
+    return p / p.sum(axis=1, keepdims=True)
+
+
+def test_component_log_density_is_the_log_of_the_normalised_class_probability(rng):
+    likelihood = _likelihood("robustmax")
+    mixture = _mixture(rng)
+    labels = rng.integers(0, K, size=(6, 1))
+    ours = component_log_density(likelihood, mixture, tf.constant(labels.astype(np.float64)))
+    loop = np.empty((6, 4))
+    for s in range(4):
+        p = _normalised_class_probabilities(
+            likelihood, mixture.means[:, s].numpy(), mixture.variances[:, s].numpy()
+        )
+        loop[:, s] = np.log(p[np.arange(6), labels[:, 0]])
+    np.testing.assert_allclose(ours.numpy(), loop, rtol=1e-12)
+
+
+def test_class_probabilities_sum_to_one_where_gpflows_quadrature_does_not(rng):
+    """RobustMax integrates each class with its own Gauss-Hermite rule: with small or large
+    component variances GPflow's probabilities do not sum to one; ours are renormalised."""
+    likelihood = _likelihood("robustmax")
+    means = rng.normal(size=(500, 1, K)) * 3.0
+    variances = rng.uniform(0.001, 5.0, size=(500, 1, K))
+    gpflow_p, _ = likelihood.predict_mean_and_var(None, means[:, 0], variances[:, 0])
+    assert np.max(np.abs(np.sum(gpflow_p, axis=1) - 1.0)) > 1e-2  # the problem is real
+    probabilities, variances_y = component_y_moments(
+        likelihood, tf.constant(means), tf.constant(variances)
+    )
+    np.testing.assert_allclose(np.sum(probabilities, axis=-1), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(
+        probabilities[:, 0],
+        _normalised_class_probabilities(likelihood, means[:, 0], variances[:, 0]),
+        rtol=1e-12,
+    )
+    np.testing.assert_allclose(variances_y, probabilities * (1.0 - probabilities), atol=1e-15)
 
 
 def test_targets_are_one_class_index_per_row(rng):

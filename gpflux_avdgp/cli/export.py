@@ -40,8 +40,11 @@ def export_command(args) -> int:
     }
     with float_type(saved.dtype):
         path = export(saved.model, args.export_dir, standardizer=saved.standardizer, metadata=extra)
+    served = "outputs in original units"
+    if saved.task == "classification":
+        served = "predict_y's mean: the class probabilities, the labels in metadata()'s classes"
     print(
         f"{saved.label}: exported to {path} (signatures {', '.join(SIGNATURES)}; input x "
-        f"[N, {saved.num_features}] {saved.dtype} raw features, outputs in original units)"
+        f"[N, {saved.num_features}] {saved.dtype} raw features; {served})"
     )
     return 0

@@ -13,8 +13,6 @@ import warnings
 from pathlib import Path
 from typing import Optional
 
-import numpy as np
-
 from .common import check_output_paths, one_line, print_record, progress_stream
 from .parser import UsageError, checked
 
@@ -26,19 +24,17 @@ ENV_CPU_DEVICES = "AVDGP_CPU_DEVICES"
 def fit_command(args) -> int:
     if _streams(args):
         return _fit_streaming(args)
-    from ..data import Standardizer, check_binary_targets, load_dataset, split_dataset
+    from ..data import Standardizer, load_dataset, split_dataset
     from ..experiments.runner import run, standardise_split
     from ..training.distribute import is_chief, worker_name
 
     check_output_paths(args.json, args.save)
     strategy = _fit_strategy(args.strategy)  # before TensorFlow runs any operation
     chief = strategy is None or is_chief(strategy)
-    dataset = load_dataset(args.data, target=args.target)
     classification = args.task == "classification"
-    classes = None
-    if classification:
-        classes = np.unique(dataset.targets).tolist()  # checked to be 2 just below
-        dataset = dataclasses.replace(dataset, targets=check_binary_targets(dataset.targets))
+    # classification: targets are class indices, ``classes`` the labels (numbers or text)
+    dataset = load_dataset(args.data, target=args.target, class_labels=classification)
+    classes = list(dataset.classes) if classification else None
     split = split_dataset(
         dataset,
         seed=args.seed,
@@ -48,7 +44,7 @@ def fit_command(args) -> int:
     )
     scaler = Standardizer.fit(split.x_train, split.y_train, standardize_targets=not classification)
     split = standardise_split(split, scaler)
-    spec = model_spec(args)
+    spec = model_spec(args, num_classes=len(classes) if classes else 2)
     spec.resolved_dims(), spec.resolved_inducing()  # validate before loading TF graphs
     config = train_config(args)
     with _one_line_warnings():
@@ -70,14 +66,16 @@ def fit_command(args) -> int:
     return _finish(args, record)
 
 
-def model_spec(args):
-    """The :class:`~gpflux_avdgp.experiments.zoo.ModelSpec` of ``avdgp fit``."""
+def model_spec(args, num_classes: int = 2):
+    """The :class:`~gpflux_avdgp.experiments.zoo.ModelSpec` of ``avdgp fit`` (``num_classes``:
+    the classes found in the data, for classification)."""
     from ..experiments.zoo import ModelSpec
 
     return ModelSpec(
         model=args.model,
         rule=args.rule if args.model == "avdgp" else None,
         task=args.task,
+        num_classes=num_classes,
         num_layers=args.layers,
         hidden_dims=args.hidden_dims,
         num_inducing=args.inducing,
@@ -190,11 +188,12 @@ def _fit_streaming(args) -> int:
         )
     config = dataclasses.replace(train_config(args), restore_best=False, patience=None)
     train_shards, test_shards = _train_and_test_shards(args)
-    train = scan_csv_shards(train_shards, target=args.target)
-    test = scan_csv_shards(test_shards, target=args.target)
+    train = scan_csv_shards(train_shards, target=args.target, class_labels=classification)
+    test = scan_csv_shards(test_shards, target=args.target, class_labels=classification)
     classes = None
     if classification:
         classes = train.target_classes()
+        spec = dataclasses.replace(spec, num_classes=len(classes))
         unseen = sorted(set(test.target_values) - set(classes))
         if unseen:
             raise DataError(
@@ -251,7 +250,7 @@ def _finish(args, record) -> int:
 
 def _data_columns(args, dataset, classes: Optional[list]):
     """The data layout ``run.json`` keeps for ``predict`` and ``export``: the target column,
-    the feature and target names and (classification) the two original label values."""
+    the feature and target names and (classification) the original labels in class order."""
     from ..training.record import DataColumns
 
     return DataColumns(

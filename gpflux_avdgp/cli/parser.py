@@ -133,7 +133,13 @@ def _add_fit(commands) -> None:
     fit.add_argument(
         "--target", type=_target, default=-1, help="target column: index or header name (-1)"
     )
-    fit.add_argument("--task", choices=("regression", "classification"), default="regression")
+    fit.add_argument(
+        "--task",
+        choices=("regression", "classification"),
+        default="regression",
+        help="classification reads the target as class labels, numbers or text: 2 classes "
+        "by a Bernoulli (probit) likelihood, more by GPflow's MultiClass (RobustMax)",
+    )
     fit.add_argument("--model", choices=MODEL_CHOICES, default="avdgp")
     fit.add_argument("--rule", choices=RULE_CHOICES, default="ar2p", help="avdgp rule (ar2p)")
     fit.add_argument("--layers", type=_positive_int, default=3, help="GP layers (deep models)")
@@ -201,8 +207,9 @@ def _add_predict(commands) -> None:
         description="Predict every row of DATA (the formats of 'fit') with the model in "
         "MODEL_DIR, in the targets' original units. DATA has the model's D feature columns, "
         "or D + 1 with the target column (dropped; --target picks it, default: the one "
-        "used by 'fit'). Writes CSV: mean,std,lower_95,upper_95 (regression) or "
-        "probability,label (classification), one row per DATA row.",
+        "used by 'fit'). Writes CSV: mean,std,lower_95,upper_95 (regression), "
+        "probability,label (two classes: p of the second label) or label,p_<label>,... "
+        "(more classes), one row per DATA row; labels as in the training data.",
     )
     predict.add_argument("model_dir", metavar="MODEL_DIR")
     predict.add_argument("data", metavar="DATA")

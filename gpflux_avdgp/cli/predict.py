@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
@@ -18,13 +19,20 @@ __all__ = ["predict_command"]
 INTERVAL_95 = (0.025, 0.975)
 
 
-def _feature_columns(data: str, num_features: int, target) -> np.ndarray:
+def _feature_columns(
+    data: str, num_features: int, target, *, class_labels: bool = False
+) -> np.ndarray:
     """Read DATA's feature columns ``[N, D]``: DATA holds exactly the ``D`` features, or
-    ``D + 1`` columns one of which is the target (chosen by ``target``), which is dropped."""
+    ``D + 1`` columns one of which is the target (chosen by ``target``), which is dropped; with
+    ``class_labels`` (a classifier) that column may hold text labels."""
     from ..data import load_dataset
     from ..data.csv_format import TooFewColumnsError
 
     lower = data.lower()
+    if class_labels and lower.endswith((".csv", ".csv.gz")):
+        features = _features_beside_labels(data, num_features, target)
+        if features is not None:
+            return features
     try:
         dataset = load_dataset(data, min_rows=1)  # target -1: the last column
     except TooFewColumnsError:
@@ -54,6 +62,23 @@ def _feature_columns(data: str, num_features: int, target) -> np.ndarray:
     return np.asarray(load_dataset(data, target=target, min_rows=1).inputs)
 
 
+def _features_beside_labels(data: str, num_features: int, target) -> Optional[np.ndarray]:
+    """The features ``[N, D]`` of a CSV file of ``D + 1`` columns whose target column holds
+    class labels (numbers or text), or ``None`` for a file of another width."""
+    from ..data.csv_format import sniff_layout
+    from ..data.tables import check_finite_table, read_csv
+
+    path = Path(data)
+    target = -1 if target is None else target
+    if not path.is_file() or sniff_layout(path, data, label_column=target).num_columns != (
+        num_features + 1
+    ):
+        return None
+    table = read_csv(path, data, label_column=target)
+    check_finite_table(table, path, data)
+    return np.delete(table.values, table.label_index, axis=1)
+
+
 def _single_column(data: str) -> np.ndarray:
     """A one-column CSV file as ``[N, 1]`` (``load_dataset`` needs a target column too)."""
     from ..data.tables import check_finite_table, read_csv
@@ -68,12 +93,6 @@ def _format(value: float) -> str:
     return repr(float(value))
 
 
-def _format_label(value: float) -> str:
-    """A class label as the data wrote it: ``2.0`` -> ``"2"``, ``0.5`` -> ``"0.5"``."""
-    value = float(value)
-    return str(int(value)) if value.is_integer() else repr(value)
-
-
 def _prediction_rows(saved: SavedRun, inputs: np.ndarray, batch_size: int) -> list[list[str]]:
     """The CSV rows (header first) of ``predict`` for raw features ``inputs`` ``[N, D]``."""
     from .. import metrics
@@ -83,18 +102,13 @@ def _prediction_rows(saved: SavedRun, inputs: np.ndarray, batch_size: int) -> li
     scaler = saved.standardizer
     with float_type(saved.dtype):
         prediction = predict_mixture(saved.model, scaler.transform_x(inputs), batch_size=batch_size)
+    if saved.task == "classification":
+        return _class_rows(prediction.class_probabilities(), saved.data.get("classes"))
     if prediction.y_means.shape[-1] != 1:
         raise UsageError(
             f"avdgp predict: the model has {prediction.y_means.shape[-1]} outputs; predict "
             "writes one target per row"
         )
-    if saved.task == "classification":
-        probability = prediction.class_probabilities()[:, 0]  # [N]
-        classes = saved.data.get("classes") or [0.0, 1.0]
-        labels = [classes[1] if p > 0.5 else classes[0] for p in probability]
-        rows = [["probability", "label"]]
-        rows += [[_format(p), _format_label(label)] for p, label in zip(probability, labels)]
-        return rows
     weights = prediction.weights  # [N, S]
     means, variances = metrics.rescale_mixture(
         prediction.y_means[..., 0], prediction.y_variances[..., 0], scaler.y_std, scaler.y_mean
@@ -109,13 +123,43 @@ def _prediction_rows(saved: SavedRun, inputs: np.ndarray, batch_size: int) -> li
     return rows
 
 
+def _class_rows(probabilities: np.ndarray, classes: Optional[list]) -> list[list[str]]:
+    """The CSV rows of a classifier: ``probability,label`` for two classes (``p`` of the
+    second class), ``label,p_<label>...`` (one probability per class) for more; labels as the
+    training data wrote them.
+
+    :param probabilities: ``[N, 1]`` (Bernoulli) or ``[N, K]``.
+    """
+    from ..data import format_label
+
+    binary = probabilities.shape[1] == 1
+    num_classes = 2 if binary else probabilities.shape[1]
+    if classes is None:  # saved before the labels were recorded: the class indices
+        classes = [float(k) for k in range(num_classes)]
+    if len(classes) != num_classes:
+        raise UsageError(
+            f"avdgp predict: run.json lists {len(classes)} classes, the model predicts "
+            f"{num_classes}"
+        )
+    names = [format_label(value) for value in classes]
+    if binary:
+        rows = [["probability", "label"]]
+        rows += [[_format(p), names[int(p > 0.5)]] for p in probabilities[:, 0]]
+        return rows
+    rows = [["label"] + [f"p_{name}" for name in names]]
+    for row in probabilities:
+        rows.append([names[int(np.argmax(row))]] + [_format(p) for p in row])
+    return rows
+
+
 def predict_command(args) -> int:
     import csv
 
     check_output_file("predict", "--out", args.out)
     saved = load_saved_run(args.model_dir, "predict")
     target = args.target if args.target is not None else saved.data.get("target")
-    inputs = _feature_columns(args.data, saved.num_features, target)
+    classifier = saved.task == "classification"
+    inputs = _feature_columns(args.data, saved.num_features, target, class_labels=classifier)
     rows = _prediction_rows(saved, inputs, args.batch_size)
     if args.out is None:
         try:

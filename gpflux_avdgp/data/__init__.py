@@ -8,6 +8,7 @@ message naming the file, row and column. Nothing here imports Keras layers or th
 from .batching import epoch_shuffled_batches
 from .csv_format import DataError
 from .dataset import Dataset, Split
+from .labels import MAX_CLASSES, encode_labels, format_label
 from .pipeline import csv_shard_dataset
 from .shard_files import has_glob_characters, resolve_shards
 from .shards import ShardStatistics, scan_csv_shards
@@ -16,6 +17,7 @@ from .standardizer import Standardizer, check_binary_targets
 from .tables import load_dataset, uci_dataset_path
 
 __all__ = [
+    "MAX_CLASSES",
     "DataError",
     "Dataset",
     "ShardStatistics",
@@ -23,7 +25,9 @@ __all__ = [
     "Standardizer",
     "check_binary_targets",
     "csv_shard_dataset",
+    "encode_labels",
     "epoch_shuffled_batches",
+    "format_label",
     "has_glob_characters",
     "load_dataset",
     "resolve_shards",

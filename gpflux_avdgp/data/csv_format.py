@@ -119,12 +119,16 @@ class CsvLayout:
         return self.first_line + 1 if self.header is not None else self.first_line
 
 
-def sniff_layout(path: Path, label: str, *, what: str = "file") -> CsvLayout:
+def sniff_layout(
+    path: Path, label: str, *, what: str = "file", label_column: object = None
+) -> CsvLayout:
     """The delimiter (the most frequent of ``,``, ``;`` and tab) and header of ``path``, from
     its first non-empty line, which is a header iff one of its non-empty cells is no number.
 
     :param label: how messages name the file.
     :param what: the noun of the "is empty" message (``"file"`` or ``"shard"``).
+    :param label_column: the target column of class labels, which may be text: given as an
+        index, its cell does not make the first line a header (``5.1,3.5,setosa`` is data).
     :raises DataError: for an empty, unreadable or non-UTF-8 file.
     """
     try:
@@ -143,9 +147,27 @@ def sniff_layout(path: Path, label: str, *, what: str = "file") -> CsvLayout:
         raise DataError(f"{label}: the {what} is empty")
     delimiter = sniff_delimiter(first)
     cells = next(csv.reader([first], delimiter=delimiter, quotechar='"'))
-    has_header = any(cell.strip() and not is_number(cell) for cell in cells)
+    text_index = _index_or_none(label_column, len(cells))
+    has_header = any(
+        cell.strip() and not is_number(cell)
+        for index, cell in enumerate(cells)
+        if index != text_index
+    )
     header = tuple(cell.strip() for cell in cells) if has_header else None
     return CsvLayout(delimiter, header, len(cells), line_no)
+
+
+def _index_or_none(column: object, num_columns: int) -> Optional[int]:
+    """The 0-based index of ``column`` if it is an integer (or integer text) in range."""
+    if isinstance(column, str):
+        try:
+            column = int(column.strip())
+        except ValueError:
+            return None
+    if isinstance(column, (int, np.integer)) and not isinstance(column, bool):
+        if -num_columns <= column < num_columns:
+            return int(column) % num_columns
+    return None
 
 
 def locate_parse_error(
@@ -155,8 +177,14 @@ def locate_parse_error(
     delimiter: str,
     header: Optional[list[str]],
     fallback: str,
+    *,
+    text_column: Optional[int] = None,
 ) -> DataError:
-    """Re-scan a CSV file that ``np.loadtxt`` rejected and describe the first bad cell."""
+    """Re-scan a CSV file that ``np.loadtxt`` rejected and describe the first bad cell.
+
+    :param text_column: 0-based index of a column of class labels, where any non-empty text
+        is accepted.
+    """
     expected = len(header) if header is not None else None
     for line_no, cells in records(path, delimiter, table_start):
         if expected is None:
@@ -168,6 +196,8 @@ def locate_parse_error(
                 f"({DELIMITER_NAMES[delimiter]}-delimited)"
             )
         for col, cell in enumerate(cells, start=1):
+            if col - 1 == text_column and cell.strip():
+                continue
             if not is_number(cell):
                 shown = cell if len(cell) <= 40 else cell[:37] + "..."
                 reason = "is empty" if not cell.strip() else "is not a number"

@@ -25,6 +25,9 @@ class Dataset:
         rows of split ``k``.
     :param feature_names: Optional names of the ``D`` input columns (from a CSV header).
     :param target_name: Optional name of the target column (from a CSV header).
+    :param classes: For a data set read with class labels (``load_dataset(...,
+        class_labels=True)``): the ``K`` labels, numbers or strings, in class-index order;
+        ``targets`` then holds class indices ``0..K-1``.
     """
 
     name: str
@@ -33,6 +36,7 @@ class Dataset:
     test_masks: Optional[np.ndarray] = None
     feature_names: Optional[list[str]] = None
     target_name: Optional[str] = None
+    classes: Optional[tuple] = None
 
     def __post_init__(self) -> None:
         inputs = np.asarray(self.inputs, dtype=np.float64)
@@ -61,6 +65,26 @@ class Dataset:
                     f"{self.name}: {len(names)} feature names for {inputs.shape[1]} input columns"
                 )
             object.__setattr__(self, "feature_names", names)
+        if self.classes is not None:
+            self._check_classes(targets)
+
+    def _check_classes(self, targets: np.ndarray) -> None:
+        classes = tuple(self.classes)
+        if not classes:
+            raise DataError(f"{self.name}: classes: expected at least one class label")
+        bad = (targets != np.round(targets)) | (targets < 0) | (targets >= len(classes))
+        if bad.any():
+            row = int(np.argmax(bad))
+            raise DataError(
+                f"{self.name}: targets: expected class indices 0..{len(classes) - 1} with "
+                f"classes, row {row + 1} is {targets[row]!r}"
+            )
+        object.__setattr__(self, "classes", classes)
+
+    @property
+    def num_classes(self) -> Optional[int]:
+        """Number of classes ``K`` of a data set read with class labels, else ``None``."""
+        return None if self.classes is None else len(self.classes)
 
     @property
     def num_rows(self) -> int:
@@ -74,9 +98,10 @@ class Dataset:
 
     def __repr__(self) -> str:
         masks = "none" if self.test_masks is None else str(self.test_masks.shape[1])
+        classes = "" if self.classes is None else f", num_classes={len(self.classes)}"
         return (
             f"Dataset(name={self.name!r}, num_rows={self.num_rows}, "
-            f"num_features={self.num_features}, test_masks={masks})"
+            f"num_features={self.num_features}, test_masks={masks}{classes})"
         )
 
 

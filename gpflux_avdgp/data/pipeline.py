@@ -11,7 +11,7 @@ batches and the readers' buffers, not by the data size.
 from __future__ import annotations
 
 import math
-from typing import Callable, Optional, Union
+from typing import Callable, Optional, Sequence, Union
 
 import numpy as np
 import tensorflow as tf
@@ -44,7 +44,7 @@ def csv_shard_dataset(
     batch_size: int,
     target: Union[int, str, None] = None,
     standardizer: Optional[Standardizer] = None,
-    classes: Optional[tuple[float, float]] = None,
+    classes: Optional[Sequence[float]] = None,
     shuffle_buffer: int = 10_000,
     shuffle_files: bool = True,
     seed: int = 0,
@@ -75,9 +75,12 @@ def csv_shard_dataset(
         ``-1`` (the last column) when scanning.
     :param standardizer: applied to ``x`` and ``y`` inside the pipeline, e.g.
         ``statistics.standardizer()``; ``None`` passes the values through.
-    :param classes: ``(negative, positive)`` labels of a classification target: ``y`` becomes
-        ``1.0`` where it equals ``positive`` and ``0.0`` elsewhere (after any standardiser, so
-        give a standardiser with ``standardize_targets=False``).
+    :param classes: the ``K >= 2`` distinct labels of a classification target, in class order
+        (e.g. ``statistics.target_classes()``): ``y`` becomes the class index ``k`` where it
+        equals ``classes[k]`` (after any standardiser, so give a standardiser with
+        ``standardize_targets=False``); a value in no class reads as class 0 (scans check
+        the test labels against the training ones). For ``(negative, positive)`` that is
+        ``1.0`` where ``y`` is ``positive``, else ``0.0``.
     :param shuffle_buffer: lines in the shuffle buffer; ``0`` keeps the interleaved file order.
     :param shuffle_files: permute the shard order every epoch.
     :param seed: seed of both shuffles.
@@ -104,9 +107,7 @@ def csv_shard_dataset(
     statistics = _statistics(shards, target)
     _check_standardizer(standardizer, statistics.num_features)
     if classes is not None:
-        if np.shape(classes) != (2,) or classes[0] == classes[1]:
-            raise ValueError(f"classes: expected two distinct labels, got {classes!r}")
-        classes = (float(classes[0]), float(classes[1]))
+        classes = _check_classes(classes)
     blank_lines = statistics.num_lines - statistics.num_rows
     if blank_lines >= batch_size:
         raise DataError(
@@ -217,16 +218,27 @@ def _epoch_lines(
     return one_epoch
 
 
+def _check_classes(classes: Sequence[float]) -> tuple[float, ...]:
+    """``classes`` as a tuple of at least two distinct finite floats."""
+    try:
+        values = tuple(float(value) for value in classes)
+    except (TypeError, ValueError):
+        raise ValueError(f"classes: expected numbers, got {classes!r}") from None
+    if len(values) < 2 or len(set(values)) != len(values) or not np.all(np.isfinite(values)):
+        raise ValueError(f"classes: expected 2 or more distinct finite labels, got {classes!r}")
+    return values
+
+
 def _batch_decoder(
     statistics: ShardStatistics,
     standardizer: Optional[Standardizer],
-    classes: Optional[tuple[float, float]],
+    classes: Optional[tuple[float, ...]],
     dtype: tf.DType,
     *,
     skip_blank: bool,
 ) -> Callable[[tf.Tensor], tuple[tf.Tensor, tf.Tensor]]:
     """``decode(lines [B])``: ``(x [B, D], y [B, 1])`` parsed in one ``decode_csv``,
-    standardised, (classification) mapped to 0/1 and cast to ``dtype``."""
+    standardised, (classification) mapped to class indices and cast to ``dtype``."""
     num_columns, delimiter = statistics.num_columns, statistics.delimiter
     features = tf.constant(statistics.feature_index, dtype=tf.int32)  # [D]
     target_index = statistics.target_index
@@ -242,8 +254,9 @@ def _batch_decoder(
         if standardizer is not None:
             x = (x - x_mean) / x_std
             y = (y - y_mean) / y_std
-        if classes is not None:
-            y = tf.cast(tf.equal(y, classes[1]), tf.float64)
+        if classes is not None:  # [B, 1] == [K] -> [B, K]; the index of the match, else 0
+            matches = tf.cast(tf.equal(y, tf.constant(classes, tf.float64)), tf.int32)
+            y = tf.cast(tf.argmax(matches, axis=1)[:, None], tf.float64)
         return tf.cast(x, dtype), tf.cast(y, dtype)
 
     return decode

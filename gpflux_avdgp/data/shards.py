@@ -25,12 +25,14 @@ from ..validation import check_positive_int
 from .csv_format import (
     DELIMITER_NAMES,
     DataError,
+    is_number,
     locate_parse_error,
     readonly,
     records,
     resolve_target,
     sniff_layout,
 )
+from .labels import MAX_CLASSES, check_class_count
 from .shard_files import ShardSource, resolve_shards
 from .standardizer import Standardizer
 
@@ -38,8 +40,8 @@ __all__ = ["ShardStatistics", "scan_csv_shards"]
 
 
 _BOM = b"\xef\xbb\xbf"
-#: Distinct target values :func:`scan_csv_shards` keeps (enough to name a non-binary target).
-_MAX_TARGET_VALUES = 11
+#: Distinct target values :func:`scan_csv_shards` keeps: one more than the classes accepted.
+_MAX_TARGET_VALUES = MAX_CLASSES + 1
 
 
 @dataclass(frozen=True)
@@ -158,8 +160,8 @@ class ShardStatistics:
     :param column_mean: ``[C]`` mean of every column (float64).
     :param column_std: ``[C]`` population standard deviation of every column.
     :param column_max_abs: ``[C]`` largest magnitude of every column.
-    :param target_values: the distinct target values, sorted; at most 11 are kept, so 11 means
-        "11 or more".
+    :param target_values: the distinct target values, sorted; at most ``MAX_CLASSES + 1`` are
+        kept, so that many means "that many or more".
     """
 
     shards: tuple[Path, ...]
@@ -226,20 +228,14 @@ class ShardStatistics:
             y_std=float(safe[target]) if standardize_targets else 1.0,
         )
 
-    def target_classes(self) -> tuple[float, float]:
-        """The two target values of a classification data set, smaller first.
+    def target_classes(self) -> tuple[float, ...]:
+        """The ``K`` class labels of a classification target (its distinct values), sorted:
+        class ``k`` is ``target_classes()[k]``.
 
-        :raises DataError: if the target does not take exactly two values.
+        :raises DataError: for fewer than 2 or more than ``MAX_CLASSES`` values.
         """
-        values = self.target_values
-        if len(values) != 2:
-            shown = ", ".join(f"{v:g}" for v in values[: _MAX_TARGET_VALUES - 1])
-            more = " or more" if len(values) >= _MAX_TARGET_VALUES else ""
-            raise DataError(
-                f"classification needs exactly 2 distinct target values, found "
-                f"{len(values)}{more}: {shown}{', ...' if more else ''}"
-            )
-        return float(values[0]), float(values[1])
+        check_class_count(self.target_values, str(self.shards[0]))
+        return tuple(float(value) for value in self.target_values)
 
     def __repr__(self) -> str:
         return (
@@ -330,8 +326,25 @@ def _scan_shard(
     return rows, num_lines
 
 
+def _check_numeric_label(layout: _ShardLayout, target_index: int) -> None:
+    """Refuse a text class label in the first data row of a shard (the decoder reads numbers)."""
+    for line, cells in records(layout.path, layout.delimiter, layout.skip_lines + 1):
+        cell = cells[target_index] if target_index < len(cells) else "0"
+        if cell.strip() and not is_number(cell):
+            raise DataError(
+                f"{layout.path}: row {line}, column {target_index + 1} ({cell.strip()!r}): "
+                "streamed CSV shards need numeric class labels; number the classes, or give "
+                "one CSV file (loaded whole, it may hold text labels)"
+            )
+        return
+
+
 def scan_csv_shards(
-    shards: ShardSource, *, target: Union[int, str] = -1, chunk_rows: int = 8192
+    shards: ShardSource,
+    *,
+    target: Union[int, str] = -1,
+    chunk_rows: int = 8192,
+    class_labels: bool = False,
 ) -> ShardStatistics:
     """Read every shard once: check it, count its rows and merge the column moments.
 
@@ -341,6 +354,8 @@ def scan_csv_shards(
     :param shards: see :func:`resolve_shards`.
     :param target: target column: an index (``-1``: the last) or a header name.
     :param chunk_rows: lines parsed per step.
+    :param class_labels: the target holds class labels (classification): a text label in a
+        shard's first data row gets a message saying the labels must be numbers here.
     :raises DataError: for no match, an empty or unreadable shard, shards that differ in
         delimiter, header or column count, a cell that is not a number (naming file, line and
         column) or a NaN/inf value.
@@ -355,6 +370,9 @@ def scan_csv_shards(
         )
     header = list(layout.header) if layout.header else None
     target_index = resolve_target(target, layout.num_columns, header, str(layout.path))
+    if class_labels:
+        for shard in layouts:
+            _check_numeric_label(shard, target_index)
     moments = _RunningMoments(layout.num_columns)
     target_values: set = set()
     rows, lines = [], []

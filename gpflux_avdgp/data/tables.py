@@ -34,6 +34,7 @@ from .csv_format import (
     sniff_layout,
 )
 from .dataset import Dataset
+from .labels import LabelCodes, check_class_count, encode_labels
 
 __all__ = [
     "CsvTable",
@@ -57,22 +58,34 @@ class CsvTable:
     :param header: the header's cells, or ``None``.
     :param first_data_line: 1-based line number where the data rows start.
     :param delimiter: the file's delimiter.
+    :param label_index: 0-based column of class labels (read with ``label_column``), whose
+        cells in ``values`` are class indices into ``classes``; else ``None``.
+    :param classes: the labels of that column in class-index order.
     """
 
     values: np.ndarray
     header: Optional[list[str]]
     first_data_line: int
     delimiter: str
+    label_index: Optional[int] = None
+    classes: Optional[tuple] = None
 
 
-def read_csv(path: Path, label: str) -> CsvTable:
+def read_csv(path: Path, label: str, *, label_column: object = None) -> CsvTable:
     """Parse a numeric CSV file (optional header) into a float64 array [N, C].
 
+    :param label_column: a column (index or header name) of class labels, numbers or text,
+        read as class indices (see :mod:`~gpflux_avdgp.data.labels`); every other cell must
+        be a number.
     :raises DataError: naming the file and the first bad row or cell.
     """
-    layout = sniff_layout(path, label)
+    layout = sniff_layout(path, label, label_column=label_column)
     header = list(layout.header) if layout.header is not None else None
     data_start = layout.data_start
+    label_index, codes = None, None
+    if label_column is not None:
+        label_index = resolve_target(label_column, layout.num_columns, header, label)
+        codes = LabelCodes()
     try:
         with open_text(path) as handle, warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "input contained no data"
@@ -84,10 +97,13 @@ def read_csv(path: Path, label: str) -> CsvTable:
                 ndmin=2,
                 comments=None,
                 quotechar='"',
+                converters=None if codes is None else {label_index: codes},
+                encoding=None,  # converters get str ("bytes", the default, gives latin-1 bytes)
             )
     except ValueError as err:
+        first_line = str(err).split("\n")[0]
         raise locate_parse_error(
-            path, label, data_start, layout.delimiter, header, str(err).split("\n")[0]
+            path, label, data_start, layout.delimiter, header, first_line, text_column=label_index
         ) from None
     except UnicodeDecodeError:
         raise DataError(f"{label}: not a UTF-8 text file") from None
@@ -101,7 +117,10 @@ def read_csv(path: Path, label: str) -> CsvTable:
             f"{label}: the header (row {layout.first_line}) has {len(header)} columns "
             f"but the data rows have {values.shape[1]}"
         )
-    return CsvTable(values, header, data_start, layout.delimiter)
+    if codes is None:
+        return CsvTable(values, header, data_start, layout.delimiter)
+    values[:, label_index], classes = codes.indices(values[:, label_index], label)
+    return CsvTable(values, header, data_start, layout.delimiter, label_index, classes)
 
 
 def file_line(table: CsvTable, path: Path, row: int) -> int:
@@ -142,10 +161,11 @@ def _dataset_from_table(name: str, table: CsvTable, target: object, label: str) 
         targets=table.values[:, index],
         feature_names=None if header is None else [header[i] for i in keep],
         target_name=None if header is None else header[index],
+        classes=table.classes if table.label_index == index else None,
     )
 
 
-def _load_npz(path: Path, label: str, target: object) -> Dataset:
+def _load_npz(path: Path, label: str, target: object, class_labels: bool) -> Dataset:
     if not (
         isinstance(target, (int, np.integer)) and not isinstance(target, bool) and target == -1
     ):
@@ -168,6 +188,13 @@ def _load_npz(path: Path, label: str, target: object) -> Dataset:
     except (OSError, EOFError, ValueError, zipfile.BadZipFile) as err:
         raise DataError(f"{label}: could not read the .npz file ({err})") from None
 
+    classes = None
+    if class_labels and y_raw.dtype.kind in "biufUS":  # labels may be text
+        if y_raw.ndim == 2 and y_raw.shape[1] == 1:
+            y_raw = y_raw[:, 0]
+        if y_raw.ndim != 1:
+            raise DataError(f"{label}: array 'y' must be [N] or [N, 1], got shape {y_raw.shape}")
+        y_raw, classes = encode_labels(y_raw.tolist(), f"{label}: array 'y'")
     arrays = {}
     for key, raw in (("X", x_raw), ("y", y_raw)):
         if raw.dtype.kind not in "biuf":
@@ -199,7 +226,7 @@ def _load_npz(path: Path, label: str, target: object) -> Dataset:
                 f"{label}: {count} {plural} NaN or infinite in {key!r} "
                 f"(first at {where}: {values[row, col]!r})"
             )
-    return Dataset(name=_stem(path), inputs=x, targets=y)
+    return Dataset(name=_stem(path), inputs=x, targets=y, classes=classes)
 
 
 def _load_test_masks(path: Path, label: str, num_rows: int, data_label: str) -> np.ndarray:
@@ -237,7 +264,9 @@ def _first_existing(folder: Path, names: tuple[str, ...]) -> Optional[Path]:
     return None
 
 
-def load_dataset(path: PathLike, *, target: Union[int, str] = -1, min_rows: int = 10) -> Dataset:
+def load_dataset(
+    path: PathLike, *, target: Union[int, str] = -1, min_rows: int = 10, class_labels: bool = False
+) -> Dataset:
     """Load a data set from a CSV file, an ``.npz`` file or a UCI-layout folder.
 
     CSV files (``.csv`` or ``.csv.gz``): the delimiter (comma, semicolon or tab) is sniffed from
@@ -251,6 +280,9 @@ def load_dataset(path: PathLike, *, target: Union[int, str] = -1, min_rows: int 
         that is no column name but an integer is read as an index). Must stay ``-1`` for
         ``.npz`` files.
     :param min_rows: Fewest data rows accepted.
+    :param class_labels: Read the target as class labels (classification): numbers or text,
+        2 to :data:`~gpflux_avdgp.data.labels.MAX_CLASSES` of them; ``targets`` are then the
+        class indices and ``classes`` the labels (see :mod:`~gpflux_avdgp.data.labels`).
     :return: The :class:`Dataset`; ``test_masks`` [N, K] is set only for a folder with a mask.
     :raises DataError: For every problem with the path or its contents.
     """
@@ -277,7 +309,7 @@ def load_dataset(path: PathLike, *, target: Union[int, str] = -1, min_rows: int 
                 "data.csv.gz and optionally test_mask.csv.gz)"
             )
         label = os.path.join(given, data_file.name)
-        table = read_csv(data_file, label)
+        table = read_csv(data_file, label, label_column=target if class_labels else None)
         check_finite_table(table, data_file, label)
         name = location.resolve().name
         dataset = _dataset_from_table(name, table, target, label)
@@ -290,9 +322,9 @@ def load_dataset(path: PathLike, *, target: Union[int, str] = -1, min_rows: int 
         lower = location.name.lower()
         label = given
         if lower.endswith(".npz"):
-            dataset = _load_npz(location, label, target)
+            dataset = _load_npz(location, label, target, class_labels)
         elif lower.endswith(".csv") or lower.endswith(".csv.gz"):
-            table = read_csv(location, label)
+            table = read_csv(location, label, label_column=target if class_labels else None)
             check_finite_table(table, location, label)
             dataset = _dataset_from_table(_stem(location), table, target, label)
         else:
@@ -305,6 +337,8 @@ def load_dataset(path: PathLike, *, target: Union[int, str] = -1, min_rows: int 
         raise DataError(
             f"{label}: {dataset.num_rows} data rows, fewer than the {min_rows} required"
         )
+    if class_labels:
+        check_class_count(dataset.classes, label)
     if masks is not None:
         dataset = Dataset(
             name=dataset.name,
@@ -313,6 +347,7 @@ def load_dataset(path: PathLike, *, target: Union[int, str] = -1, min_rows: int 
             test_masks=masks,
             feature_names=dataset.feature_names,
             target_name=dataset.target_name,
+            classes=dataset.classes,
         )
     return dataset
 

@@ -20,6 +20,7 @@ from gpflow.keras import tf_keras
 
 from .. import metrics
 from ..data import Split, Standardizer
+from ..objectives import is_categorical
 from ..prediction import PredictiveMixture, predict_mixture
 from ..training.callbacks import ValidationNLL
 from ..training.config import TrainConfig, float_type
@@ -31,7 +32,32 @@ from ..training.rundir import array_data, prepare_run_dir, remove_if_empty, save
 from ..validation import check_choice
 from .zoo import BuiltModel, ModelSpec, Task, build_model
 
-__all__ = ["run", "run_record", "score_prediction", "standardise_split"]
+__all__ = [
+    "class_probabilities",
+    "classification_scores",
+    "run",
+    "run_record",
+    "score_prediction",
+    "standardise_split",
+]
+
+
+def class_probabilities(prediction: PredictiveMixture) -> np.ndarray:
+    """A classifier's predicted probabilities: ``p(y = 1)`` ``[N]`` of a Bernoulli (probit)
+    model, ``p(y = k)`` ``[N, K]`` of a categorical one (``MultiClass``, ``Softmax``)."""
+    if is_categorical(prediction.likelihood):
+        return prediction.class_probabilities()
+    return metrics.probit_mixture_probability(
+        prediction.weights, prediction.f_means[..., 0], prediction.f_variances[..., 0]
+    )
+
+
+def classification_scores(labels: np.ndarray, probabilities: np.ndarray) -> dict:
+    """Binary scores for ``[N]`` probabilities, K-class scores for ``[N, K]``; both report
+    ``nll``, ``error_rate``, ``brier`` and ``ece``."""
+    if np.ndim(probabilities) == 2:
+        return metrics.multiclass_metrics(labels, probabilities)
+    return metrics.classification_metrics(labels, probabilities)
 
 
 def score_prediction(
@@ -42,16 +68,14 @@ def score_prediction(
 ) -> tuple[dict, Optional[dict]]:
     """Metrics of a prediction, in model units and (regression) in the targets' original units.
 
-    :param targets: ``[N, 1]`` targets in model (standardised) units.
+    :param targets: ``[N, 1]`` targets in model (standardised) units; for classification the
+        class indices (0/1 for two classes).
     :returns: ``(metrics, metrics_in_original_units or None)``.
     """
     y = np.asarray(targets, dtype=np.float64).reshape(-1)
     weights = prediction.weights
     if task is Task.CLASSIFICATION:
-        probabilities = metrics.probit_mixture_probability(
-            weights, prediction.f_means[..., 0], prediction.f_variances[..., 0]
-        )
-        return metrics.classification_metrics(y, probabilities), None
+        return classification_scores(y, class_probabilities(prediction)), None
     means, variances = prediction.y_means[..., 0], prediction.y_variances[..., 0]
     scored = metrics.regression_metrics(y, weights, means, variances)
     if standardizer is None:

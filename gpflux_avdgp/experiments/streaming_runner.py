@@ -21,7 +21,6 @@ import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from .. import metrics
 from ..data import DataError, ShardStatistics, Standardizer, csv_shard_dataset
 from ..prediction import predict_mixture
 from ..training.config import TrainConfig, float_type
@@ -30,7 +29,7 @@ from ..training.progress import EpochProgress
 from ..training.record import DataColumns, RunRecord
 from ..training.rundir import prepare_run_dir, save_run, shard_data
 from ..validation import check_choice, check_positive_int
-from .runner import run_record, score_prediction
+from .runner import class_probabilities, classification_scores, run_record, score_prediction
 from .zoo import BuiltModel, ModelSpec, Task, build_model
 
 __all__ = ["check_test_shards", "run_streaming", "score_streamed"]
@@ -89,8 +88,9 @@ def score_streamed(
     Regression: every chunk of ``chunk_rows`` rows is scored with
     :func:`~gpflux_avdgp.experiments.runner.score_prediction` and the chunk scores are merged
     (means weighted by rows; RMSE as the root of the merged mean square): equal, up to
-    round-off, to scoring all rows at once, with memory for one chunk. Classification keeps one
-    probability and one label per test row (16 bytes a row) for the calibration error.
+    round-off, to scoring all rows at once, with memory for one chunk. Classification keeps the
+    probabilities and the label of every test row (``8 (K + 1)`` bytes a row; ``K = 1`` for
+    two classes) for the calibration error.
 
     :returns: ``(metrics, metrics in original units or None, seconds)``; the seconds cover
         reading, decoding and predicting, after a warm-up prediction of one batch.
@@ -121,13 +121,7 @@ def score_streamed(
         )
         targets = y.numpy().astype(np.float64)  # [B, 1]
         if task is Task.CLASSIFICATION:
-            probabilities.append(
-                metrics.probit_mixture_probability(
-                    prediction.weights,
-                    prediction.f_means[..., 0],
-                    prediction.f_variances[..., 0],
-                )
-            )
+            probabilities.append(class_probabilities(prediction))  # [B] or [B, K]
             labels.append(targets[:, 0])
             continue
         chunk, chunk_original = score_prediction(prediction, targets, task, standardizer)
@@ -136,9 +130,7 @@ def score_streamed(
             original.append((len(targets), chunk_original))
     seconds = time.perf_counter() - start
     if task is Task.CLASSIFICATION:
-        result = metrics.classification_metrics(
-            np.concatenate(labels), np.concatenate(probabilities)
-        )
+        result = classification_scores(np.concatenate(labels), np.concatenate(probabilities))
         return result, None, seconds
     return _combine(scored), (_combine(original) if original else None), seconds
 

@@ -61,7 +61,8 @@ class ModelKind(str, enum.Enum):
 
 
 class Task(str, enum.Enum):
-    """Regression (Gaussian likelihood) or binary classification (Bernoulli, probit link)."""
+    """Regression (Gaussian likelihood) or classification: 2 classes by a Bernoulli likelihood
+    (probit link) on one output, ``K > 2`` by GPflow's ``MultiClass`` (RobustMax) on ``K``."""
 
     REGRESSION = "regression"
     CLASSIFICATION = "classification"
@@ -107,6 +108,8 @@ class ModelSpec:
     :param model: a :class:`ModelKind` name.
     :param rule: amortization rule of ``avdgp`` (``ar1``, ``ar2``, ``ar2p``, ``ar2pp``).
     :param task: ``"regression"`` or ``"classification"``.
+    :param num_classes: classes ``K`` of a classification task (2: Bernoulli on one output;
+        more: ``MultiClass`` with ``RobustMax`` on ``K`` outputs); ignored for regression.
     :param num_layers: GP layers of the deep models (shallow models have one).
     :param hidden_dims: widths of the intermediate layers (``num_layers - 1`` of them);
         default ``16, 4`` for three layers, else 16 then 4s.
@@ -121,6 +124,7 @@ class ModelSpec:
     model: str = "avdgp"
     rule: Optional[str] = "ar2p"
     task: str = "regression"
+    num_classes: int = 2
     num_layers: int = 3
     hidden_dims: Optional[Sequence[int]] = None
     num_inducing: Optional[Sequence[int]] = None
@@ -138,11 +142,21 @@ class ModelSpec:
         """``avdgp-ar2p``, ``dsdgp``, ... as used in tables."""
         return f"avdgp-{self.rule}" if self.kind is ModelKind.AVDGP else self.kind.value
 
+    def output_dim(self) -> int:
+        """Width of the last layer: ``K`` for ``K > 2`` classes, else 1."""
+        if check_choice("task", self.task, Task) is Task.REGRESSION:
+            return 1
+        num_classes = check_positive_int("num_classes", self.num_classes)
+        if num_classes < 2:
+            raise ValueError(f"num_classes: expected 2 or more classes, got {num_classes}")
+        return 1 if num_classes == 2 else num_classes
+
     def resolved_layers(self) -> int:
         return 1 if self.kind in SHALLOW else check_positive_int("num_layers", self.num_layers)
 
-    def resolved_dims(self, output_dim: int = 1) -> list[int]:
-        """Output widths of all layers, e.g. ``[16, 4, 1]``."""
+    def resolved_dims(self) -> list[int]:
+        """Output widths of all layers, e.g. ``[16, 4, 1]`` (the last is :meth:`output_dim`)."""
+        output_dim = self.output_dim()
         layers = self.resolved_layers()
         if layers == 1:
             if self.kind not in SHALLOW and self.hidden_dims:
@@ -191,10 +205,12 @@ class BuiltModel:
         return self.spec.label
 
 
-def _likelihood(task: Task) -> gpflow.likelihoods.Likelihood:
+def _likelihood(task: Task, output_dim: int) -> gpflow.likelihoods.Likelihood:
     if task is Task.REGRESSION:
         return gpflow.likelihoods.Gaussian(variance=0.1)
-    return gpflow.likelihoods.Bernoulli()  # probit link
+    if output_dim == 1:
+        return gpflow.likelihoods.Bernoulli()  # probit link
+    return gpflow.likelihoods.MultiClass(output_dim)  # RobustMax, epsilon 1e-3
 
 
 def _pca_projection(inputs: Optional[np.ndarray], in_dim: int, out_dim: int) -> np.ndarray:
@@ -298,7 +314,7 @@ def build_model(
     num_data = check_positive_int("num_data", num_data)
     dims = spec.resolved_dims()
     inducing = spec.resolved_inducing()
-    likelihood = _likelihood(task)
+    likelihood = _likelihood(task, dims[-1])
     name = spec.label.replace("-", "_")
     if kind in GLOBAL_INDUCING:
         gp_layers = _global_inducing_layers(spec, input_dim, num_data, dims, inducing, inputs)

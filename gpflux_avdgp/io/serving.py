@@ -15,10 +15,14 @@ signature        inputs             outputs
                                     ``component_means`` ``[N, S, Q]``,
                                     ``component_variances`` ``[N, S, Q]``, ``weights``
                                     ``[N, S]``
-``predict_y``    ``x``              the same for the targets ``y`` (Bernoulli: ``mean`` is
-                                    ``p(y = 1 | x)``)
+``predict_y``    ``x``              the same for the targets ``y``; for a classifier ``mean``
+                                    is the class probabilities: ``p(y = 1 | x)`` ``[N, 1]``
+                                    (Bernoulli), ``p(y = k | x)`` ``[N, K]`` (``MultiClass``,
+                                    ``Softmax``)
 ``log_density``  ``x``, ``y``       ``log_density`` ``[N]``: ``log p(y | x)`` under the
-                 (``[N, Q]``)       mixture
+                 (``[N, Q]``; class mixture
+                 indices ``[N, 1]``
+                 for ``K`` classes)
 ===============  =================  =====================================================
 
 With a standardiser the exported graph takes raw features and answers in the targets'
@@ -42,7 +46,7 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 
 from ..core.mixture import GaussianMixture, mixture_moments, unpack_numpy
-from ..objectives import mixture_log_density
+from ..objectives import component_y_moments, is_categorical, mixture_log_density
 from ..prediction import model_input_spec, model_likelihood
 
 __all__ = ["export", "EXPORT_FORMAT", "METADATA_FILE", "SIGNATURES"]
@@ -193,7 +197,8 @@ class _ServingModule(tf.Module):
         y_mean, y_std = tf.constant(scaling.y_mean, dtype), tf.constant(scaling.y_std, dtype)
         log_y_scale = tf.constant(np.sum(np.log(scaling.y_std)), dtype)
         x_spec = tf.TensorSpec([None, input_dim], dtype, name="x")
-        y_spec = tf.TensorSpec([None, output_dim], dtype, name="y")
+        target_width = 1 if is_categorical(likelihood) else output_dim  # a class index per row
+        y_spec = tf.TensorSpec([None, target_width], dtype, name="y")
 
         def mixture(x: tf.Tensor) -> GaussianMixture:
             x = _checked_batch("x", x, input_dim)  # [N, D]
@@ -215,12 +220,12 @@ class _ServingModule(tf.Module):
         @tf.function(input_signature=[x_spec])
         def predict_y(x: tf.Tensor) -> dict:
             f = mixture(x)
-            y_moments = likelihood.predict_mean_and_var(None, f.means, f.variances)
+            y_moments = component_y_moments(likelihood, f.means, f.variances)
             return _moments(f.weights, *to_original_units(y_moments))
 
         @tf.function(input_signature=[x_spec, y_spec])
         def log_density(x: tf.Tensor, y: tf.Tensor) -> dict:
-            y = _checked_batch("y", y, output_dim)  # [N, Q]
+            y = _checked_batch("y", y, target_width)  # [N, Q], or [N, 1] class indices
             tf.debugging.assert_equal(
                 tf.shape(y)[0], tf.shape(x)[0], message="y: expected one row per row of x"
             )

@@ -93,8 +93,8 @@ def likelihood_id(likelihood: gpflow.likelihoods.Likelihood) -> str:
 
 
 def likelihood_to_config(likelihood: gpflow.likelihoods.Likelihood) -> dict:
-    """A JSON-able description of the Gaussian and Bernoulli (probit) likelihoods, with the
-    likelihood's persistent ``id`` (:func:`likelihood_id`).
+    """A JSON-able description of the Gaussian, Bernoulli (probit), MultiClass (RobustMax) and
+    Softmax likelihoods, with the likelihood's persistent ``id`` (:func:`likelihood_id`).
 
     :raises NotImplementedError: for other likelihoods (or subclasses), rather than saving a
         different one.
@@ -107,9 +107,22 @@ def likelihood_to_config(likelihood: gpflow.likelihoods.Likelihood) -> dict:
         }
     elif type(likelihood) is gpflow.likelihoods.Bernoulli:
         config = {"class_name": "Bernoulli"}
+    elif type(likelihood) is gpflow.likelihoods.MultiClass and type(likelihood.invlink) is (
+        gpflow.likelihoods.RobustMax
+    ):
+        epsilon = likelihood.invlink.epsilon
+        config = {
+            "class_name": "MultiClass",
+            "num_classes": int(likelihood.num_classes),
+            "epsilon": float(epsilon.numpy()),
+            "dtype": epsilon.dtype.name,
+        }
+    elif type(likelihood) is gpflow.likelihoods.Softmax:
+        config = {"class_name": "Softmax", "num_classes": int(likelihood.num_classes)}
     else:
         raise NotImplementedError(
-            f"likelihood: {type(likelihood).__name__} cannot be saved; Gaussian and Bernoulli can"
+            f"likelihood: {type(likelihood).__name__} cannot be saved; Gaussian, Bernoulli, "
+            "MultiClass (RobustMax) and Softmax can"
         )
     config["id"] = likelihood_id(likelihood)
     return config
@@ -126,6 +139,13 @@ def likelihood_from_config(config: dict) -> gpflow.likelihoods.Likelihood:
             return gpflow.likelihoods.Gaussian(variance=config["variance"])
     if config["class_name"] == "Bernoulli":
         return gpflow.likelihoods.Bernoulli()
+    if config["class_name"] == "MultiClass":
+        with gpflow_float(config.get("dtype", gpflow.default_float().__name__)):
+            num_classes = int(config["num_classes"])
+            invlink = gpflow.likelihoods.RobustMax(num_classes, epsilon=config["epsilon"])
+            return gpflow.likelihoods.MultiClass(num_classes, invlink=invlink)
+    if config["class_name"] == "Softmax":
+        return gpflow.likelihoods.Softmax(int(config["num_classes"]))
     raise ValueError(f"likelihood: unknown class_name {config['class_name']!r}")
 
 
