@@ -181,6 +181,34 @@ def test_target_values_and_classes(tmp_path, rng):
         scan_csv_shards(tmp_path).target_classes()
 
 
+def test_k_numeric_classes_become_class_indices(tmp_path, rng):
+    labels = rng.choice([5.0, 1.0, 2.0], size=60)
+    write_shard(tmp_path / "a.csv", np.column_stack([rng.normal(size=60), labels]))
+    statistics = scan_csv_shards(tmp_path, class_labels=True)
+    assert statistics.target_classes() == (1.0, 2.0, 5.0)
+    data = csv_shard_dataset(
+        statistics,
+        batch_size=7,
+        classes=statistics.target_classes(),
+        shuffle_buffer=0,
+        shuffle_files=False,
+    )
+    expected = np.searchsorted([1.0, 2.0, 5.0], labels).astype(float)
+    np.testing.assert_array_equal(collect(data)[1][:, 0], expected)
+
+
+@pytest.mark.parametrize("header", [True, False])
+def test_text_class_labels_in_shards_are_refused_naming_the_cell(tmp_path, header):
+    lines = ["a,b,kind"] if header else []
+    lines += ["1,2,cat", "3,4,dog", "5,6,cat"]
+    (tmp_path / "a.csv").write_text("\n".join(lines) + "\n")
+    row = 2  # with a header its line 1; without one the first line is taken for a header
+    with pytest.raises(
+        DataError, match=rf"a.csv: row {row}, column 3 \('(cat|dog)'\): streamed CSV shards need "
+    ):
+        scan_csv_shards(tmp_path, class_labels=True)
+
+
 # --------------------------------------------------------------------------- the pipeline
 def test_every_epoch_yields_all_rows_standardised_in_a_new_order(tmp_path, rng):
     table = make_shards(tmp_path, rng, [40, 7, 23, 30])  # [100, 3]

@@ -17,6 +17,8 @@ from gpflux_avdgp._quiet_tensorflow import _is_noise
 from gpflux_avdgp.data import Split, Standardizer, epoch_shuffled_batches
 from gpflux_avdgp.experiments import bench, bench_results, bench_tables, demo, runner, zoo
 from gpflux_avdgp.inference import MLPInference
+from gpflux_avdgp.metrics import multiclass_metrics
+from gpflux_avdgp.prediction import predict_mixture
 from gpflux_avdgp.objectives import Objective
 from gpflux_avdgp.propagation import PropagationRule
 
@@ -151,6 +153,29 @@ def test_classification_models_use_a_bernoulli_likelihood():
     for model in ("avdgp", "svgp"):
         built = zoo.build_model(zoo.ModelSpec(model=model, task="classification"), 2, 20)
         assert isinstance(built.likelihood, gpflow.likelihoods.Bernoulli)
+
+
+@pytest.mark.parametrize("model", ["avdgp", "idsgp", "dspp"])
+def test_k_class_models_have_k_outputs_and_a_multiclass_likelihood(model, rng):
+    spec = zoo.ModelSpec(model=model, task="classification", num_classes=3, num_points=4)
+    built = zoo.build_model(spec, 2, 20)
+    likelihood = built.likelihood
+    assert isinstance(likelihood, gpflow.likelihoods.MultiClass) and likelihood.num_classes == 3
+    assert isinstance(likelihood.invlink, gpflow.likelihoods.RobustMax)
+    assert spec.resolved_dims()[-1] == 3 and built.loss.likelihood is likelihood
+    x, y = rng.normal(size=(7, 2)), rng.integers(0, 3, size=(7, 1)).astype(np.float64)
+    prediction = predict_mixture(built.model, x)
+    assert prediction.f_means.shape[0] == 7 and prediction.f_means.shape[2] == 3  # [N, S, K]
+    scores, original = runner.score_prediction(prediction, y, zoo.Task.CLASSIFICATION)
+    assert original is None
+    assert scores == multiclass_metrics(y, prediction.class_probabilities())
+
+
+def test_num_classes_picks_the_likelihood_and_is_checked():
+    assert zoo.ModelSpec(task="classification", num_classes=2).output_dim() == 1
+    assert zoo.ModelSpec(task="regression", num_classes=5).output_dim() == 1
+    with pytest.raises(ValueError, match="num_classes: expected 2 or more classes, got 1"):
+        zoo.ModelSpec(task="classification", num_classes=1).resolved_dims()
 
 
 # ------------------------------------------------------------------------- runner

@@ -279,6 +279,39 @@ def test_loss_config_shares_a_loaded_likelihood_or_builds_its_own():
         AVDGPLoss.from_config(wrong_class)
 
 
+@pytest.mark.parametrize(
+    "likelihood",
+    [
+        gpflow.likelihoods.MultiClass(3, invlink=gpflow.likelihoods.RobustMax(3, epsilon=0.01)),
+        gpflow.likelihoods.Softmax(3),
+    ],
+    ids=["robustmax", "softmax"],
+)
+def test_categorical_likelihoods_are_saved_with_their_classes(likelihood):
+    config = TrainableLikelihood(likelihood).get_config()
+    rebuilt = TrainableLikelihood.from_config(config).likelihood
+    assert type(rebuilt) is type(likelihood) and rebuilt.num_classes == 3
+    if isinstance(likelihood, gpflow.likelihoods.MultiClass):
+        assert type(rebuilt.invlink) is gpflow.likelihoods.RobustMax
+        assert rebuilt.invlink.epsilon.numpy() == pytest.approx(0.01)
+    with pytest.raises(NotImplementedError, match="StudentT cannot be saved; Gaussian, Bern"):
+        TrainableLikelihood(gpflow.likelihoods.StudentT()).get_config()
+
+
+def test_a_multiclass_model_round_trip_predicts_the_same_probabilities(tmp_path, rng):
+    likelihood = gpflow.likelihoods.MultiClass(3)
+    model = gpflux_avdgp.build_avdgp(2, [3], 4, NUM_DATA, likelihood, num_points=3, seed=1)
+    model.compile(tf_keras.optimizers.Adam(0.05), loss=AVDGPLoss(likelihood))
+    x = rng.normal(size=(NUM_DATA, 2))
+    fit_one_epoch(model, x, rng.integers(0, 3, size=(NUM_DATA, 1)).astype(np.float64))
+    model.save(tmp_path / "model.keras")
+    reloaded = tf_keras.models.load_model(tmp_path / "model.keras", safe_mode=True)
+    assert_loss_shares_likelihood(reloaded)
+    expected = gpflux_avdgp.predict_mixture(model, x).class_probabilities()
+    got = gpflux_avdgp.predict_mixture(reloaded, x).class_probabilities()
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
 # ------------------------------------------------------------------- SigmaPointGPLayer config
 def wrap(gp_layer: gpflux.layers.GPLayer, input_dim: int = 2) -> SigmaPointGPLayer:
     """A built wrapper (AR2P, three components) around ``gp_layer``."""
