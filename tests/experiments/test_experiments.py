@@ -18,8 +18,8 @@ from gpflux_avdgp.data import Split, Standardizer, epoch_shuffled_batches
 from gpflux_avdgp.experiments import bench, bench_results, bench_tables, demo, runner, zoo
 from gpflux_avdgp.inference import MLPInference
 from gpflux_avdgp.metrics import multiclass_metrics
-from gpflux_avdgp.prediction import predict_mixture
 from gpflux_avdgp.objectives import Objective
+from gpflux_avdgp.prediction import predict_mixture
 from gpflux_avdgp.propagation import PropagationRule
 
 
