@@ -13,10 +13,16 @@ with the predictive mean and variance of ``f`` and ``y`` otherwise), computed on
     training_model.compile(tf_keras.optimizers.Adam(0.01))
     training_model.fit({"inputs": x, "targets": y}, epochs=20)
     outputs = deep_gp.as_prediction_model()(x)  # outputs.y_mean, outputs.y_var
+
+GPflux's :class:`gpflux.losses.LikelihoodLoss` (for a ``Sequential``) computes, on a packed
+mixture, the mixture's ELBO data term: the loss of ``AVDGPLoss(likelihood)``, the analogue of
+its ``-E_q(f)[log p(y | f)]`` on a Gaussian (:func:`install_likelihood_loss`, run at import;
+GPflux's own inputs, a distribution or samples ``[B, Q]``, go to its code unchanged).
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Optional, Sequence
 
 import gpflow
@@ -28,7 +34,7 @@ from gpflux.layers.likelihood_layer import LikelihoodOutputs
 from .core.mixture import GaussianMixture, mixture_moments
 from .objectives import AVDGPLoss, Objective
 
-__all__ = ["MixtureLikelihoodLayer", "as_deep_gp"]
+__all__ = ["MixtureLikelihoodLayer", "as_deep_gp", "install_likelihood_loss"]
 
 
 class MixtureLikelihoodLayer(gpflux.layers.LikelihoodLayer):
@@ -117,3 +123,27 @@ def as_deep_gp(
         target_dim=target_dim,
         num_data=num_data,
     )
+
+
+def _mixture_likelihood_loss_call(call):
+    """``LikelihoodLoss.call`` that computes ``AVDGPLoss``'s ELBO term on a packed mixture (a
+    rank-3 tensor, which GPflux's code cannot read) and runs GPflux's code otherwise."""
+
+    @functools.wraps(call)  # Keras inspects the signature
+    def mixture_aware(self, y_true, f_prediction):
+        if isinstance(f_prediction, tf.Tensor) and f_prediction.shape.rank == 3:
+            return AVDGPLoss(self.likelihood, objective=Objective.ELBO).call(y_true, f_prediction)
+        return call(self, y_true, f_prediction)
+
+    mixture_aware._gpflux_avdgp_mixture = True
+    return mixture_aware
+
+
+def install_likelihood_loss() -> None:
+    """Let ``gpflux.losses.LikelihoodLoss`` read a packed mixture (once; idempotent)."""
+    loss_class = gpflux.losses.LikelihoodLoss
+    if not getattr(loss_class.call, "_gpflux_avdgp_mixture", False):
+        loss_class.call = _mixture_likelihood_loss_call(loss_class.call)
+
+
+install_likelihood_loss()

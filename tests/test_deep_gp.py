@@ -12,6 +12,7 @@ from gpflow.keras import tf_keras
 
 from gpflux_avdgp import (
     AmortizedGPLayer,
+    AVDGPLoss,
     MixtureLikelihoodLayer,
     TrainableLikelihood,
     as_deep_gp,
@@ -68,8 +69,6 @@ def test_deep_gp_trains_and_predicts_like_the_sequential_of_its_layers(rng, fron
 
 
 def test_the_layer_loss_is_the_mean_data_term_of_avdgp_loss(rng):
-    from gpflux_avdgp import AVDGPLoss
-
     packed = tf.constant(
         np.concatenate(
             [
@@ -105,19 +104,24 @@ def test_gpflux_deep_gp_with_its_own_likelihood_layer_names_as_deep_gp(rng):
     assert "gpflux_avdgp.as_deep_gp(f_layers, likelihood)" in line
 
 
-def test_gpflux_likelihood_loss_on_our_model_names_avdgp_loss(rng):
+def test_gpflux_likelihood_loss_on_our_model_is_the_mixture_elbo_term(rng):
+    """``LikelihoodLoss`` reads the packed mixture as ``AVDGPLoss(likelihood)`` does (its
+    ``-E_q[log p(y | f)]``, summed over the mixture's components with their weights)."""
     x, y = _data(rng)
     likelihood = gpflow.likelihoods.Gaussian()
     model = tf_keras.Sequential(
         [
             tf_keras.Input((2,), dtype=tf.float64),
-            AmortizedGPLayer(1, 4, NUM_DATA),
+            AmortizedGPLayer(1, 4, NUM_DATA, num_points=3, seed=0),
             TrainableLikelihood(likelihood),
         ]
     )
-    model.compile(tf_keras.optimizers.Adam(0.01), loss=gpflux.losses.LikelihoodLoss(likelihood))
-    with pytest.raises(ValueError, match=r"compile with gpflux_avdgp.AVDGPLoss\(likelihood\)"):
-        model.fit(x, y, epochs=1, verbose=0)
+    model.compile(loss=AVDGPLoss(likelihood))
+    expected = model.evaluate(x, y, batch_size=NUM_DATA, verbose=0)
+    model.compile(tf_keras.optimizers.Adam(0.05), loss=gpflux.losses.LikelihoodLoss(likelihood))
+    assert model.evaluate(x, y, batch_size=NUM_DATA, verbose=0) == pytest.approx(expected, 1e-12)
+    losses = model.fit(x, y, batch_size=10, epochs=5, verbose=0).history["loss"]
+    assert np.all(np.isfinite(losses)) and losses[-1] < losses[0]
 
 
 @pytest.mark.slow

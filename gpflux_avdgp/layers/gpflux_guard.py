@@ -1,7 +1,7 @@
 """GPflux's classes given our packed mixture fail with one line that names what to use.
 
-Our GP layers output a packed mixture ``[B, S, 2 D + 1]``. Three GPflux classes cannot read
-it and used to fail deep inside GPflow or TensorFlow, never naming the fix:
+Our GP layers output a packed mixture ``[B, S, 2 D + 1]``. GPflux classes cannot read it and
+used to fail deep inside GPflow or TensorFlow, never naming the fix:
 
 - ``gpflux.layers.GPLayer`` right after one of our layers (it reads ``[B, D]``): a 60-line
   shape error in GPflow's kernel code. It gets a ``build`` that refuses rank-3 inputs
@@ -10,21 +10,17 @@ it and used to fail deep inside GPflow or TensorFlow, never naming the fix:
   a bare ``AssertionError``. It gets a ``build`` that refuses rank-3 inputs and names
   :func:`~gpflux_avdgp.as_deep_gp` (whose :class:`~gpflux_avdgp.MixtureLikelihoodLayer`
   defines its own ``build``).
-- ``gpflux.losses.LikelihoodLoss`` (it reads a Gaussian or samples ``[B, Q]``): a "Graph
-  execution error". Its ``call`` refuses a rank-3 prediction of width ``2 Q + 1`` for
-  targets of width ``Q`` and names :class:`~gpflux_avdgp.AVDGPLoss` (raised while Keras
-  traces the training step, so TensorFlow prints it inside its "in user code" report).
+
+``gpflux.losses.LikelihoodLoss`` on a packed mixture is not refused but computed, by
+:mod:`gpflux_avdgp.deep_gp` (which may import the objectives).
 
 Every check only turns an input that would fail anyway into a clear error; otherwise the
-``build`` does what Keras' default does and the wrapped ``call`` runs unchanged
-(``functools.wraps`` keeps its signature, which Keras inspects). :func:`install`, run when the
-package is imported, is idempotent. These are the package's only changes to another library's
-classes.
+``build`` does what Keras' default does. :func:`install`, run when the package is imported, is
+idempotent. With ``deep_gp``'s ``LikelihoodLoss.call`` these are the package's only changes to
+another library's classes.
 """
 
 from __future__ import annotations
-
-import functools
 
 import gpflux
 import tensorflow as tf
@@ -59,37 +55,11 @@ _LIKELIHOOD_LAYER_BUILD = _build_refusing_rank_3(
 )
 
 
-def _likelihood_loss_call(call):
-    @functools.wraps(call)
-    def checked(self, y_true, f_prediction):
-        shape, targets = getattr(f_prediction, "shape", None), getattr(y_true, "shape", None)
-        if (
-            isinstance(f_prediction, tf.Tensor)
-            and shape.rank == 3
-            and targets is not None
-            and targets.rank
-            and shape[-1] is not None
-            and shape[-1] == 2 * (targets[-1] or 0) + 1
-        ):
-            raise ValueError(
-                f"LikelihoodLoss: got the packed mixture {shape} of a gpflux_avdgp GP layer; "
-                "compile with gpflux_avdgp.AVDGPLoss(likelihood) instead (the same likelihood, "
-                "held by a TrainableLikelihood layer)"
-            )
-        return call(self, y_true, f_prediction)
-
-    checked._gpflux_avdgp_guard = True
-    return checked
-
-
 def install() -> None:
-    """Add the three checks (once; a ``build`` only where GPflux defines none)."""
+    """Add the two checks (once; a ``build`` only where GPflux defines none)."""
     for layer_class, build in (
         (gpflux.layers.GPLayer, _GP_LAYER_BUILD),
         (gpflux.layers.LikelihoodLayer, _LIKELIHOOD_LAYER_BUILD),
     ):
         if "build" not in layer_class.__dict__:
             layer_class.build = build
-    loss_class = gpflux.losses.LikelihoodLoss
-    if not getattr(loss_class.call, "_gpflux_avdgp_guard", False):
-        loss_class.call = _likelihood_loss_call(loss_class.call)
