@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..propagation import MODEL_RULES
+from ..training.config import MAX_LEARNING_RATE
 from ..training.distribute import STRATEGY_NAMES
 
 __all__ = ["UsageError", "build_parser", "checked"]
@@ -54,6 +55,10 @@ _non_negative_int = checked(int, lambda v: v >= 0, "a non-negative integer")
 
 _positive_float = checked(float, lambda v: 0 < v < float("inf"), "a positive number")
 
+
+_learning_rate = checked(
+    float, lambda v: 0 < v <= MAX_LEARNING_RATE, "a positive number up to 3.4e38 (a float32)"
+)
 
 _fraction = checked(float, lambda v: 0 <= v < 1, "a number in [0, 1)")
 
@@ -254,7 +259,7 @@ def _add_preset_arguments(parser: argparse.ArgumentParser) -> None:
         "the AVDGP paper's exact settings (docs/experiments/learning.md lists the differences)",
     )
     parser.add_argument(
-        "--learning-rate", type=_positive_float, help="Adam's (initial) step size (0.005)"
+        "--learning-rate", type=_learning_rate, help="Adam's (initial) step size (0.005)"
     )
     parser.add_argument(
         "--schedule",

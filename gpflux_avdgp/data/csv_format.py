@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional
@@ -25,8 +26,10 @@ __all__ = [
     "CsvLayout",
     "DataError",
     "TooFewColumnsError",
+    "is_blank",
     "is_number",
     "locate_parse_error",
+    "non_blank_lines",
     "open_text",
     "readonly",
     "records",
@@ -83,19 +86,41 @@ def sniff_delimiter(line: str) -> str:
 
 
 def records(path: Path, delimiter: str, first_line: int) -> Iterator[tuple[int, list[str]]]:
-    """Yield ``(line number, cells)`` for the non-empty records from line ``first_line`` on.
+    """Yield ``(line number, cells)`` for the non-blank records from line ``first_line`` on.
 
-    Empty lines are skipped, like ``np.loadtxt`` does; a whitespace-only line is a record.
+    Blank lines (empty or whitespace only) are skipped, as :func:`non_blank_lines` skips them
+    for ``np.loadtxt``; a line of empty cells (``,,``) is a record.
+
+    :raises DataError: for a file that cannot be read to its end (a truncated ``.gz`` file, a
+        read error, bytes that are not UTF-8), naming it and the last line read.
     """
-    with open_text(path) as handle:
-        for _ in range(first_line - 1):
-            if not handle.readline():
-                return
-        reader = csv.reader(handle, delimiter=delimiter, quotechar='"')
-        offset = first_line - 1
-        for cells in reader:
-            if cells:
-                yield offset + reader.line_num, cells
+    line_no = first_line - 1
+    try:
+        with open_text(path) as handle:
+            for _ in range(first_line - 1):
+                if not handle.readline():
+                    return
+            reader = csv.reader(handle, delimiter=delimiter, quotechar='"')
+            for cells in reader:
+                line_no = first_line - 1 + reader.line_num
+                if cells and not (len(cells) == 1 and not cells[0].strip()):
+                    yield line_no, cells
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError, csv.Error) as error:
+        raise DataError(
+            f"{path}: could not read the file after line {line_no} ({error}); is it truncated "
+            "or corrupt?"
+        ) from None
+
+
+def is_blank(line: str) -> bool:
+    """Whether a text line is empty or whitespace only (skipped wherever rows are read)."""
+    return not line.strip()
+
+
+def non_blank_lines(handle: io.TextIOBase) -> Iterator[str]:
+    """The lines of ``handle`` that are not blank, for ``np.loadtxt`` (which skips empty lines
+    but reads a whitespace-only line as a row of one empty cell)."""
+    return (line for line in handle if not is_blank(line))
 
 
 @dataclass(frozen=True)

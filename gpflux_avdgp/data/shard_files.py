@@ -5,11 +5,18 @@ from __future__ import annotations
 import glob
 import os
 from pathlib import Path
-from typing import Sequence, Union
+from typing import Optional, Sequence, Union
 
 from .csv_format import DataError
 
-__all__ = ["ShardSource", "has_glob_characters", "resolve_shards"]
+__all__ = [
+    "FileState",
+    "ShardSource",
+    "describe_change",
+    "file_state",
+    "has_glob_characters",
+    "resolve_shards",
+]
 
 PathLike = Union[str, "os.PathLike[str]"]
 #: What names shards: a glob pattern, a folder, one file, or a list of files.
@@ -84,3 +91,27 @@ def resolve_shards(source: ShardSource) -> list[Path]:
         seen.add(path.resolve())
         shards.append(path)
     return shards
+
+
+#: What a scan records of a shard to notice a later change: size in bytes and mtime in ns.
+FileState = tuple[int, int]
+
+
+def file_state(path: Path) -> FileState:
+    """``(size in bytes, modification time in ns)`` of ``path``."""
+    status = path.stat()
+    return int(status.st_size), int(status.st_mtime_ns)
+
+
+def describe_change(path: Path, scanned: FileState) -> Optional[str]:
+    """How ``path`` differs from its ``scanned`` state (``"was removed"``, ``"changed size
+    from 10 to 12 bytes"``, ``"was rewritten"``), or ``None`` if it looks the same."""
+    try:
+        size, modified = file_state(path)
+    except OSError:
+        return "was removed or cannot be read"
+    if size != scanned[0]:
+        return f"changed size from {scanned[0]} to {size} bytes"
+    if modified != scanned[1]:
+        return "was rewritten"
+    return None

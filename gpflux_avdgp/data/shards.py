@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gzip
 import math
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
@@ -33,8 +34,9 @@ from .csv_format import (
     sniff_layout,
 )
 from .labels import MAX_CLASSES, check_class_count
-from .shard_files import ShardSource, resolve_shards
-from .standardizer import Standardizer
+from .moments import RunningMoments
+from .shard_files import FileState, ShardSource, describe_change, file_state, resolve_shards
+from .standardizer import Standardizer, check_standardizable
 
 __all__ = ["ShardStatistics", "scan_csv_shards"]
 
@@ -100,51 +102,6 @@ def _common_layout(layouts: list[_ShardLayout]) -> _ShardLayout:
     return first
 
 
-class _RunningMoments:
-    """Count, mean, sum of squared deviations and largest magnitude per column, merged chunk by
-    chunk with Chan, Golub and LeVeque's pairwise update.
-
-    The moments are kept for the data minus a shift, the first row seen, so that the merged
-    means are of small numbers and keep their absolute precision: for a column like
-    ``1e9 + N(0, 1e-3)`` the standard deviation stays accurate to about ``1e-9`` (a running
-    mean near ``1e9`` would carry rounding errors of ``1e-7`` into every merge).
-    """
-
-    def __init__(self, num_columns: int):
-        self.count = 0
-        self.shift = np.zeros(num_columns)  # [C], the first row
-        self.shifted_mean = np.zeros(num_columns)  # [C], mean of (x - shift)
-        self.squares = np.zeros(num_columns)  # [C], sum of (x - mean)^2
-        self.max_abs = np.zeros(num_columns)  # [C]
-
-    def update(self, chunk: np.ndarray) -> None:
-        """Merge ``chunk`` [n, C] (float64)."""
-        n = chunk.shape[0]
-        if n == 0:
-            return
-        if self.count == 0:
-            self.shift = chunk[0].copy()
-        centred = chunk - self.shift  # [n, C]
-        chunk_mean = centred.mean(axis=0)  # [C]
-        chunk_squares = np.square(centred - chunk_mean).sum(axis=0)  # [C]
-        total = self.count + n
-        delta = chunk_mean - self.shifted_mean  # [C]
-        self.shifted_mean = self.shifted_mean + delta * (n / total)
-        self.squares = self.squares + chunk_squares + delta**2 * (self.count * n / total)
-        self.max_abs = np.maximum(self.max_abs, np.abs(chunk).max(axis=0))
-        self.count = total
-
-    @property
-    def mean(self) -> np.ndarray:
-        """Mean per column, [C]."""
-        return self.shift + self.shifted_mean
-
-    @property
-    def std(self) -> np.ndarray:
-        """Population standard deviation per column (NumPy's ``std``, ``ddof=0``), [C]."""
-        return np.sqrt(self.squares / max(self.count, 1))
-
-
 @dataclass(frozen=True, eq=False)
 class ShardStatistics:
     """What one pass over the shards found: layout, row counts and column moments.
@@ -162,6 +119,8 @@ class ShardStatistics:
     :param column_max_abs: ``[C]`` largest magnitude of every column.
     :param target_values: the distinct target values, sorted; at most ``MAX_CLASSES + 1`` are
         kept, so that many means "that many or more".
+    :param file_states: per shard, ``(size, mtime_ns)`` when it was scanned (empty for
+        statistics built by hand): :meth:`changes` compares the files with them.
     """
 
     shards: tuple[Path, ...]
@@ -175,6 +134,16 @@ class ShardStatistics:
     column_std: np.ndarray
     column_max_abs: np.ndarray
     target_values: tuple[float, ...]
+    file_states: tuple[FileState, ...] = ()
+
+    def changes(self) -> list[str]:
+        """``"<shard>: <how it changed>"`` for every shard that is not as it was scanned."""
+        found = []
+        for path, scanned in zip(self.shards, self.file_states):
+            change = describe_change(path, scanned)
+            if change is not None:
+                found.append(f"{path}: {change} since it was scanned")
+        return found
 
     @property
     def num_rows(self) -> int:
@@ -252,8 +221,8 @@ def decode_lines(lines: tf.Tensor, num_columns: int, delimiter: str, skip_blank:
     """CSV lines ``[B]`` as a float64 table ``[B', C]`` (``B' < B`` when blank lines are
     dropped). Every field is required: an empty or non-numeric cell raises
     ``InvalidArgumentError``."""
-    if skip_blank:
-        lines = tf.boolean_mask(lines, tf.strings.length(lines) > 0)  # [B']
+    if skip_blank:  # empty or whitespace only
+        lines = tf.boolean_mask(lines, tf.strings.length(tf.strings.strip(lines)) > 0)  # [B']
     defaults = [tf.constant([], dtype=tf.float64)] * num_columns
     columns = tf.io.decode_csv(lines, record_defaults=defaults, field_delim=delimiter)  # C x [B']
     return tf.stack(columns, axis=1)  # [B', C]
@@ -280,7 +249,7 @@ def _scan_shard(
     layout: _ShardLayout,
     num_columns: int,
     target_index: int,
-    moments: _RunningMoments,
+    moments: RunningMoments,
     target_values: set,
     chunk_rows: int,
 ) -> tuple[int, int]:
@@ -306,7 +275,8 @@ def _scan_shard(
                 continue  # count the rest of the shard, then name the first bad cell
             if non_finite:
                 continue
-            moments.update(values)
+            with np.errstate(over="ignore", invalid="ignore"):  # refused by name after the scan
+                moments.update(values)
             if len(target_values) < _MAX_TARGET_VALUES:
                 target_values.update(np.unique(values[:, target_index]).tolist())
     except tf.errors.OpError as error:
@@ -319,11 +289,33 @@ def _scan_shard(
             list(layout.header) if layout.header else None,
             message,
         ) from None
+    if compression(path):
+        _check_gzip_stream(path, label)
     if non_finite:
         raise _first_non_finite(path, label, layout, non_finite)
     if rows == 0:
         raise DataError(f"{label}: has a header but no data rows")
     return rows, num_lines
+
+
+def _check_gzip_stream(path: Path, label: str, chunk_bytes: int = 1 << 20) -> None:
+    """Decompress ``path`` to its end: TensorFlow's reader returns the lines of a truncated
+    ``.gz`` file without an error (the last one cut short), so the scan would count too few
+    rows. One more pass over the compressed bytes, without parsing (decompression is several
+    times faster than the CSV decoding of the scan).
+
+    :raises DataError: naming the file and the last complete line.
+    """
+    lines = 0
+    try:
+        with gzip.open(path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(chunk_bytes), b""):
+                lines += chunk.count(b"\n")
+    except (OSError, EOFError, zlib.error) as error:
+        raise DataError(
+            f"{label}: could not read the file after line {lines} ({error}); is it truncated "
+            "or corrupt?"
+        ) from None
 
 
 def _check_numeric_label(layout: _ShardLayout, target_index: int) -> None:
@@ -373,15 +365,18 @@ def scan_csv_shards(
     if class_labels:
         for shard in layouts:
             _check_numeric_label(shard, target_index)
-    moments = _RunningMoments(layout.num_columns)
+    moments = RunningMoments(layout.num_columns)
     target_values: set = set()
     rows, lines = [], []
+    states = [file_state(path) for path in paths]  # before reading: a later write shows
     for shard in layouts:
         shard_rows, shard_lines = _scan_shard(
             shard, layout.num_columns, target_index, moments, target_values, chunk_rows
         )
         rows.append(shard_rows)
         lines.append(shard_lines)
+    label = str(paths[0]) if len(paths) == 1 else f"{paths[0]} (and {len(paths) - 1} more shards)"
+    check_standardizable(moments.mean, moments.std, moments.max_abs, header, label)
     return ShardStatistics(
         shards=tuple(paths),
         delimiter=layout.delimiter,
@@ -394,4 +389,5 @@ def scan_csv_shards(
         column_std=readonly(moments.std),
         column_max_abs=readonly(moments.max_abs),
         target_values=tuple(sorted(target_values))[:_MAX_TARGET_VALUES],
+        file_states=tuple(states),
     )

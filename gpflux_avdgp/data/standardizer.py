@@ -3,12 +3,39 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional, Sequence
 
 import numpy as np
 
 from .csv_format import MAX_LISTED, DataError, readonly
 
-__all__ = ["Standardizer", "check_binary_targets", "safe_std"]
+__all__ = ["Standardizer", "check_binary_targets", "check_standardizable", "safe_std"]
+
+
+def check_standardizable(
+    mean: np.ndarray,
+    std: np.ndarray,
+    max_abs: np.ndarray,
+    names: Optional[Sequence[str]],
+    label: str,
+) -> None:
+    """Refuse a column whose mean or standard deviation is not a finite float64 (values near the
+    float64 maximum overflow the sums of squares: ``1e308`` squared is ``inf``), naming it.
+
+    :param mean: ``[C]`` column means; ``std``, ``max_abs``: ``[C]`` likewise.
+    :param names: the ``C`` column names in file order (a header), or ``None``.
+    :raises DataError: ``label: column k ('name'): ...``.
+    """
+    bad = ~(np.isfinite(mean) & np.isfinite(std))
+    if not bad.any():
+        return
+    column = int(np.argmax(bad))
+    name = f" ({names[column]!r})" if names is not None else ""
+    raise DataError(
+        f"{label}: column {column + 1}{name}: values up to {max_abs[column]:.3g} overflow the "
+        "standardisation (their mean or standard deviation is not a finite float64); rescale "
+        "the column"
+    )
 
 
 def safe_std(values: np.ndarray) -> np.ndarray:

@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from ..data import DataError, ShardStatistics, Standardizer, csv_shard_dataset
+from ..data import DataError, ShardStatistics, Standardizer, csv_shard_dataset, scan_csv_shards
 from ..prediction import predict_mixture
 from ..training.config import TrainConfig, float_type
 from ..training.fit import fit_model_on_dataset
@@ -36,6 +36,44 @@ __all__ = ["check_test_shards", "run_streaming", "score_streamed"]
 
 #: Rows of training data used to initialise global inducing points (svgp, dsdgp, dspp).
 INIT_ROWS = 4096
+
+
+class ShardWatch(tf_keras.callbacks.Callback):
+    """Stops training at the start of an epoch if a training shard changed since its scan
+    (a changed shard would be read with the old row count and standardiser)."""
+
+    def __init__(self, statistics: ShardStatistics, save_dir: Optional[Path]):
+        super().__init__()
+        self.statistics, self.save_dir = statistics, save_dir
+
+    def on_epoch_begin(self, epoch: int, logs: Optional[dict] = None) -> None:
+        changes = self.statistics.changes()
+        if changes:
+            raise DataError(_with_resume_hint(f"{changes[0]} (before epoch {epoch + 1})", self))
+
+
+def _with_resume_hint(message: str, watch: "ShardWatch") -> str:
+    if watch.save_dir is None:
+        return message
+    return (
+        f"{message}; {watch.save_dir} keeps the last finished epoch: restore the shard and run "
+        "the same command to resume"
+    )
+
+
+def _shard_failure(error: tf.errors.OpError, watch: ShardWatch, when: str) -> Optional[DataError]:
+    """The :class:`DataError` behind a TensorFlow error raised while reading shards ``when``
+    (``"in epoch 4"``): a shard that changed since its scan, else the first bad cell a new
+    scan finds; ``None`` if the shards are as scanned and read cleanly (not a data error)."""
+    statistics = watch.statistics
+    changes = statistics.changes()
+    if changes:
+        return DataError(_with_resume_hint(f"{changes[0]} (found {when})", watch))
+    try:
+        scan_csv_shards(list(statistics.shards), target=statistics.target_index)
+    except DataError as located:
+        return DataError(_with_resume_hint(f"{located} (found {when})", watch))
+    return None
 
 
 def check_test_shards(train: ShardStatistics, test: ShardStatistics) -> None:
@@ -215,19 +253,39 @@ def run_streaming(
                 step_counter=step_counter,
             )
 
-        fit_model_on_dataset(built, training_data, config, progress=progress, backup_dir=backup_dir)
+        watch = ShardWatch(train, save_dir)
+        try:
+            fit_model_on_dataset(
+                built,
+                training_data,
+                config,
+                progress=progress,
+                callbacks=(watch,),
+                backup_dir=backup_dir,
+            )
+        except tf.errors.OpError as error:  # e.g. DecodeCSV on a shard rewritten meanwhile
+            failure = _shard_failure(error, watch, f"in epoch {progress.epoch + 1}")
+            if failure is None:
+                raise
+            raise failure from None
         if backup_dir is not None and backup_dir.is_dir() and not any(backup_dir.iterdir()):
             backup_dir.rmdir()  # BackupAndRestore empties it once training has finished
-        test_scores, test_original, predict_seconds = score_streamed(
-            built,
-            test,
-            task,
-            standardizer,
-            classes=classes,
-            dtype=config.dtype,
-            chunk_rows=test_chunk_rows,
-            predict_batch_size=predict_batch_size,
-        )
+        try:
+            test_scores, test_original, predict_seconds = score_streamed(
+                built,
+                test,
+                task,
+                standardizer,
+                classes=classes,
+                dtype=config.dtype,
+                chunk_rows=test_chunk_rows,
+                predict_batch_size=predict_batch_size,
+            )
+        except tf.errors.OpError as error:
+            failure = _shard_failure(error, ShardWatch(test, None), "while scoring the test set")
+            if failure is None:
+                raise
+            raise failure from None
         record = run_record(
             spec,
             built,

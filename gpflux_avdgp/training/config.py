@@ -27,6 +27,10 @@ JITTER = {"float32": 1e-5, "float64": 1e-6}
 SCHEDULES = ("constant", "cosine")
 
 
+#: Largest learning rate: Adam keeps it in a float32 variable (a larger one is ``inf`` there).
+MAX_LEARNING_RATE = float(np.finfo(np.float32).max)
+
+
 class TrainingDiverged(RuntimeError):
     """The training loss became NaN or infinite."""
 
@@ -77,8 +81,14 @@ class TrainConfig:
         check_positive_int("epochs", self.epochs)
         check_positive_int("batch_size", self.batch_size)
         check_positive_int("steps_per_execution", self.steps_per_execution)
-        if not (isinstance(self.learning_rate, (int, float)) and self.learning_rate > 0):
-            raise ValueError(f"learning_rate: expected a positive number, got {self.learning_rate}")
+        if not (
+            isinstance(self.learning_rate, (int, float))
+            and 0 < self.learning_rate <= MAX_LEARNING_RATE
+        ):
+            raise ValueError(
+                "learning_rate: expected a positive number up to 3.4e38 (Adam keeps it in "
+                f"float32), got {self.learning_rate}"
+            )
         if self.dtype not in FLOAT_TYPES:
             raise ValueError(f"dtype: expected one of {sorted(FLOAT_TYPES)}, got {self.dtype!r}")
         if self.schedule not in SCHEDULES:

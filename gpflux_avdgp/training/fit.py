@@ -176,15 +176,35 @@ def _fit_reporting_divergence(
     try:
         built.model.fit(data, epochs=config.epochs, verbose=0, callbacks=all_callbacks)
     except tf.errors.InvalidArgumentError as error:
-        # The only mark of our check_numerics: an error raised from a graph function carries
-        # no op, node or payload (error.op, error.node_def are None, experimental_payloads
-        # empty; TF 2.21), so the message text, which we wrote, identifies it.
-        if NON_FINITE_MESSAGE not in str(error.message):
+        if not is_numerical_failure(error):
             raise  # another failure (e.g. a shape error) is not a divergence
         raise TrainingDiverged(
             _describe_non_finite_step(error, built.model, progress, backup_dir)
         ) from None
     return progress
+
+
+#: Message parts of the numerical checks a training step can trip: ours (``check_numerics`` in
+#: every GP layer), GPflow's (``check_numerics`` on posterior Cholesky factors) and a Cholesky
+#: factorisation of a matrix that NaN weights made invalid.
+NUMERICAL_FAILURE_MARKS = (
+    NON_FINITE_MESSAGE,
+    "Cholesky factor is non-finite",
+    "Cholesky decomposition was not successful",
+    "CheckNumerics",
+)
+
+
+def is_numerical_failure(error: tf.errors.InvalidArgumentError) -> bool:
+    """Whether a training step's ``error`` is a NaN/inf check or a failed Cholesky factorisation
+    (a divergence), not a shape or data error.
+
+    The message text is the only mark: an error raised from a graph function carries no op,
+    node or payload (``error.op``, ``error.node_def`` are ``None``, ``experimental_payloads``
+    empty; TF 2.21).
+    """
+    message = str(error.message)
+    return any(mark in message for mark in NUMERICAL_FAILURE_MARKS)
 
 
 def _check_distributed_fit(
@@ -215,6 +235,8 @@ def _describe_non_finite_step(
     layer = next((layer.name for layer in model.layers if f"{layer.name}: " in text), None)
     part = "the gradient at the output" if "gradient" in text else "the output"
     where = f"layer '{layer}'" if layer else "a layer"
+    if NON_FINITE_MESSAGE not in text:  # GPflow's check or a Cholesky factorisation
+        part, where = "a Cholesky factor", "a GPflow computation"
     first = progress.batch + 1
     last = first + progress.steps_per_execution - 1
     steps = (getattr(progress, "params", None) or {}).get("steps")
