@@ -5,8 +5,11 @@ so paths are taken from here, not from a test file's depth."""
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 from typing import Sequence
+
+import numpy as np
 
 from gpflux_avdgp.cli import main
 from gpflux_avdgp.training.rundir import array_data, prepare_run_dir
@@ -62,3 +65,16 @@ def prepare_split_run_dir(directory: Path, spec, split, config, dataset: str) ->
         dataset=dataset,
         data=array_data(split.x_train, split.y_train),
     )
+
+
+def write_shard(path: Path, values: np.ndarray, header=None, delimiter: str = ",") -> Path:
+    """``values`` [n, C] as CSV (17 significant digits: float64 round-trips), gzip if .gz."""
+    lines = [] if header is None else [delimiter.join(header)]
+    lines += [delimiter.join(f"{v:.17g}" for v in row) for row in np.asarray(values)]
+    text = "\n".join(lines) + "\n"
+    if path.name.endswith(".gz"):
+        with gzip.open(path, "wt") as handle:
+            handle.write(text)
+    else:
+        path.write_text(text)
+    return path

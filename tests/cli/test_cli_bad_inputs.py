@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
-from helpers import assert_one_line_cli_error, run_cli
+from helpers import assert_one_line_cli_error, run_cli, write_shard
 
 from gpflux_avdgp.training.fit import is_numerical_failure
 from gpflux_avdgp.training.progress import EpochProgress
@@ -27,13 +27,7 @@ def _table(rng: np.random.Generator, rows: int = 80) -> np.ndarray:
 
 
 def _write_csv(path: Path, table: np.ndarray, header: str = "a,b,y") -> Path:
-    text = header + "\n" + "".join(",".join(f"{v:.17g}" for v in row) + "\n" for row in table)
-    if path.name.endswith(".gz"):
-        with gzip.open(path, "wt") as handle:
-            handle.write(text)
-    else:
-        path.write_text(text)
-    return path
+    return write_shard(path, table, header.split(","))
 
 
 # ------------------------------------------------------------------------ settings

@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 import os
@@ -27,7 +26,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from gpflow.keras import tf_keras
-from helpers import SCRIPTS_DIR, assert_one_line_cli_error
+from helpers import SCRIPTS_DIR, assert_one_line_cli_error, write_shard
 
 import gpflux_avdgp
 from gpflux_avdgp.cli import main
@@ -48,19 +47,6 @@ SMALL_MODEL = ["--layers", "1", "--inducing", "4"]
 
 
 # ---------------------------------------------------------------------------------- helpers
-def write_shard(path: Path, values: np.ndarray, header=None, delimiter: str = ",") -> Path:
-    """``values`` [n, C] as CSV (17 significant digits: float64 round-trips), gzip if .gz."""
-    lines = [] if header is None else [delimiter.join(header)]
-    lines += [delimiter.join(f"{v:.17g}" for v in row) for row in np.asarray(values)]
-    text = "\n".join(lines) + "\n"
-    if path.name.endswith(".gz"):
-        with gzip.open(path, "wt") as handle:
-            handle.write(text)
-    else:
-        path.write_text(text)
-    return path
-
-
 def make_shards(folder: Path, rng: np.random.Generator, sizes, *, header=True, columns=3):
     """Shards ``part-k.csv`` (every second one gzip) of the given row counts; all rows [N, C]."""
     folder.mkdir(parents=True, exist_ok=True)
