@@ -38,6 +38,7 @@ def test_a_learning_rate_beyond_float32_is_refused_by_option(capsys, tmp_path, r
     assert_one_line_cli_error(status, out, err, "--learning-rate: expected a positive number up")
 
 
+@pytest.mark.slow
 def test_a_huge_learning_rate_with_the_cosine_schedule_diverges_with_exit_3(capsys, tmp_path, rng):
     data = _write_csv(tmp_path / "d.csv", _table(rng))
     args = ["fit", data, *TINY, *SHALLOW, "--learning-rate", "3e38", "--schedule", "cosine"]
@@ -82,6 +83,7 @@ def test_a_truncated_gzip_shard_is_named_at_the_scan(capsys, tmp_path, rng):
     assert_one_line_cli_error(status, out, err, "p1.csv.gz: could not read the file after line")
 
 
+@pytest.mark.slow
 def test_whitespace_only_lines_are_skipped(capsys, tmp_path, rng):
     data = _write_csv(tmp_path / "d.csv", _table(rng))
     lines = data.read_text().splitlines()

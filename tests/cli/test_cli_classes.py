@@ -62,6 +62,7 @@ def _predict_iris(capsys, tmp_path: Path) -> list[list[str]]:
     return _read_csv(tmp_path / "p")
 
 
+@pytest.mark.slow
 def test_iris_text_labels_fit_and_come_back_from_predict(capsys, tmp_path):
     record = _fit_iris(capsys, tmp_path, "--model", "sgp-avi", "--epochs", "40")
     assert record["task"] == "classification" and record["n_test"] == 45

@@ -155,7 +155,14 @@ def test_classification_models_use_a_bernoulli_likelihood():
         assert isinstance(built.likelihood, gpflow.likelihoods.Bernoulli)
 
 
-@pytest.mark.parametrize("model", ["avdgp", "idsgp", "dspp"])
+@pytest.mark.parametrize(
+    "model",
+    [
+        "avdgp",
+        pytest.param("idsgp", marks=pytest.mark.slow),
+        pytest.param("dspp", marks=pytest.mark.slow),
+    ],
+)
 def test_k_class_models_have_k_outputs_and_a_multiclass_likelihood(model, rng):
     spec = zoo.ModelSpec(model=model, task="classification", num_classes=3, num_points=4)
     built = zoo.build_model(spec, 2, 20)

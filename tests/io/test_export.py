@@ -325,6 +325,7 @@ def test_metadata_describes_the_export(setup):
     assert on_disk == scaled
 
 
+@pytest.mark.slow
 def test_float32_model_exports_a_float32_signature(tmp_path, rng):
     with gpflow.config.as_context(gpflow.config.Config(float=np.float32, jitter=1e-5)):
         model = _model("ar2p", gpflow.likelihoods.Gaussian(0.1), 2, seed=4)

@@ -298,6 +298,7 @@ def test_categorical_likelihoods_are_saved_with_their_classes(likelihood):
         TrainableLikelihood(gpflow.likelihoods.StudentT()).get_config()
 
 
+@pytest.mark.slow
 def test_a_multiclass_model_round_trip_predicts_the_same_probabilities(tmp_path, rng):
     likelihood = gpflow.likelihoods.MultiClass(3)
     model = gpflux_avdgp.build_avdgp(2, [3], 4, NUM_DATA, likelihood, num_points=3, seed=1)
