@@ -35,6 +35,7 @@ __all__ = [
     "records",
     "resolve_target",
     "sniff_layout",
+    "unreadable_file",
 ]
 
 DELIMITERS = (",", ";", "\t")
@@ -103,13 +104,19 @@ def records(path: Path, delimiter: str, first_line: int) -> Iterator[tuple[int, 
             reader = csv.reader(handle, delimiter=delimiter, quotechar='"')
             for cells in reader:
                 line_no = first_line - 1 + reader.line_num
-                if cells and not (len(cells) == 1 and not cells[0].strip()):
+                if cells and not (len(cells) == 1 and is_blank(cells[0])):
                     yield line_no, cells
     except (OSError, EOFError, zlib.error, UnicodeDecodeError, csv.Error) as error:
-        raise DataError(
-            f"{path}: could not read the file after line {line_no} ({error}); is it truncated "
-            "or corrupt?"
-        ) from None
+        raise unreadable_file(str(path), line_no, error) from None
+
+
+def unreadable_file(label: str, line: int, error: BaseException) -> DataError:
+    """The one-line error of a file that cannot be read to its end (a truncated ``.gz`` file,
+    a read error), naming it and the last line read."""
+    return DataError(
+        f"{label}: could not read the file after line {line} ({error}); is it truncated or "
+        "corrupt?"
+    )
 
 
 def is_blank(line: str) -> bool:

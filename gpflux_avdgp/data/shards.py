@@ -32,6 +32,7 @@ from .csv_format import (
     records,
     resolve_target,
     sniff_layout,
+    unreadable_file,
 )
 from .labels import MAX_CLASSES, check_class_count
 from .moments import RunningMoments
@@ -312,21 +313,18 @@ def _check_gzip_stream(path: Path, label: str, chunk_bytes: int = 1 << 20) -> No
             for chunk in iter(lambda: handle.read(chunk_bytes), b""):
                 lines += chunk.count(b"\n")
     except (OSError, EOFError, zlib.error) as error:
-        raise DataError(
-            f"{label}: could not read the file after line {lines} ({error}); is it truncated "
-            "or corrupt?"
-        ) from None
+        raise unreadable_file(label, lines, error) from None
 
 
 def _check_numeric_label(layout: _ShardLayout, target_index: int) -> None:
     """Refuse a text class label in the first data row of a shard (the decoder reads numbers)."""
     for line, cells in records(layout.path, layout.delimiter, layout.skip_lines + 1):
-        cell = cells[target_index] if target_index < len(cells) else "0"
-        if cell.strip() and not is_number(cell):
+        cell = cells[target_index].strip() if target_index < len(cells) else ""
+        if cell and not is_number(cell):  # a short row is left to the scan's column check
             raise DataError(
-                f"{layout.path}: row {line}, column {target_index + 1} ({cell.strip()!r}): "
-                "streamed CSV shards need numeric class labels; number the classes, or give "
-                "one CSV file (loaded whole, it may hold text labels)"
+                f"{layout.path}: row {line}, column {target_index + 1} ({cell!r}): streamed "
+                "CSV shards need numeric class labels; number the classes, or give one CSV "
+                "file (loaded whole, it may hold text labels)"
             )
         return
 

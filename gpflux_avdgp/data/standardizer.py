@@ -9,7 +9,13 @@ import numpy as np
 
 from .csv_format import MAX_LISTED, DataError, readonly
 
-__all__ = ["Standardizer", "check_binary_targets", "check_standardizable", "safe_std"]
+__all__ = [
+    "Standardizer",
+    "check_binary_targets",
+    "check_columns_standardizable",
+    "check_standardizable",
+    "safe_std",
+]
 
 
 def check_standardizable(
@@ -36,6 +42,15 @@ def check_standardizable(
         "standardisation (their mean or standard deviation is not a finite float64); rescale "
         "the column"
     )
+
+
+def check_columns_standardizable(
+    values: np.ndarray, names: Optional[Sequence[str]], label: str
+) -> None:
+    """:func:`check_standardizable` for a table held in memory, ``values`` ``[N, C]``."""
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is what is checked
+        mean, std = values.mean(axis=0), values.std(axis=0)
+    check_standardizable(mean, std, np.abs(values).max(axis=0), names, label)
 
 
 def safe_std(values: np.ndarray) -> np.ndarray:

@@ -36,7 +36,7 @@ from .csv_format import (
 )
 from .dataset import Dataset
 from .labels import LabelCodes, check_class_count, encode_labels
-from .standardizer import check_standardizable
+from .standardizer import check_columns_standardizable
 
 __all__ = [
     "CsvTable",
@@ -149,16 +149,8 @@ def check_finite_table(table: CsvTable, path: Path, label: str) -> None:
     )
 
 
-def _check_columns_standardizable(table: CsvTable, label: str) -> None:
-    """Refuse a column of huge values whose standardisation would overflow, by name."""
-    values = table.values
-    with np.errstate(over="ignore", invalid="ignore"):
-        mean, std = values.mean(axis=0), values.std(axis=0)
-    check_standardizable(mean, std, np.abs(values).max(axis=0), table.header, label)
-
-
 def _dataset_from_table(name: str, table: CsvTable, target: object, label: str) -> Dataset:
-    _check_columns_standardizable(table, label)
+    check_columns_standardizable(table.values, table.header, label)
     num_columns = table.values.shape[1]
     if num_columns < 2:
         raise TooFewColumnsError(
@@ -238,11 +230,8 @@ def _load_npz(path: Path, label: str, target: object, class_labels: bool) -> Dat
                 f"{label}: {count} {plural} NaN or infinite in {key!r} "
                 f"(first at {where}: {values[row, col]!r})"
             )
-    columns = np.column_stack([x, y])
-    with np.errstate(over="ignore", invalid="ignore"):
-        mean, std = columns.mean(axis=0), columns.std(axis=0)
     names = [f"X[:, {k}]" for k in range(x.shape[1])] + ["y"]
-    check_standardizable(mean, std, np.abs(columns).max(axis=0), names, label)
+    check_columns_standardizable(np.column_stack([x, y]), names, label)
     return Dataset(name=_stem(path), inputs=x, targets=y, classes=classes)
 
 

@@ -47,6 +47,7 @@ def class_probabilities(prediction: PredictiveMixture) -> np.ndarray:
     model, ``p(y = k)`` ``[N, K]`` of a categorical one (``MultiClass``, ``Softmax``)."""
     if is_categorical(prediction.likelihood):
         return prediction.class_probabilities()
+    # not prediction.class_probabilities(): GPflow's probit clips to [1e-3, 1 - 1e-3]
     return metrics.probit_mixture_probability(
         prediction.weights, prediction.f_means[..., 0], prediction.f_variances[..., 0]
     )

@@ -236,7 +236,8 @@ def _describe_non_finite_step(
     part = "the gradient at the output" if "gradient" in text else "the output"
     where = f"layer '{layer}'" if layer else "a layer"
     if NON_FINITE_MESSAGE not in text:  # GPflow's check or a Cholesky factorisation
-        part, where = "a Cholesky factor", "a GPflow computation"
+        part = "a Cholesky factor" if "Cholesky" in text else "a checked tensor"
+        where = "a GPflow computation"
     first = progress.batch + 1
     last = first + progress.steps_per_execution - 1
     steps = (getattr(progress, "params", None) or {}).get("steps")

@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
+from gpflow.keras import tf_keras
 from helpers import assert_one_line_cli_error, run_cli, write_shard
 
-from gpflux_avdgp.training.fit import is_numerical_failure
+from gpflux_avdgp.training.fit import _describe_non_finite_step, is_numerical_failure
 from gpflux_avdgp.training.progress import EpochProgress
 
 TINY = ["--epochs", "2", "--batch-size", "40", "--points", "4", "--quiet"]
@@ -56,6 +57,25 @@ def test_a_huge_learning_rate_with_the_cosine_schedule_diverges_with_exit_3(caps
 )
 def test_numerical_failures_are_divergences(message):
     assert is_numerical_failure(tf.errors.InvalidArgumentError(None, None, message))
+
+
+@pytest.mark.parametrize(
+    "message, where",
+    [
+        ("Cholesky decomposition was not successful.", "a Cholesky factor"),
+        ("SVGP posterior Cholesky factor is non-finite", "a Cholesky factor"),
+        ("Detected at node 'x/CheckNumerics'", "a checked tensor"),
+    ],
+)
+def test_gpflows_numerical_failures_are_described_as_such(message, where):
+    progress = EpochProgress("m", stream=None)
+    progress.epoch, progress.batch = 2, 4
+    error = tf.errors.InvalidArgumentError(None, None, message)
+    model = tf_keras.Sequential([tf_keras.Input((1,)), tf_keras.layers.Dense(1)])
+    assert _describe_non_finite_step(error, model, progress, backup_dir=None) == (
+        f"m: training stopped in epoch 3, batch 5: non-finite values (NaN or inf) in {where} "
+        "of a GPflow computation"
+    )
 
 
 def test_shape_and_data_errors_are_not_divergences():

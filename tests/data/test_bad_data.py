@@ -108,6 +108,10 @@ def test_a_changed_shard_is_named_with_the_change(tmp_path, rng):
         f"{tmp_path / 'p1.csv'}: changed size from {statistics.file_states[1][0]} to "
         f"{statistics.file_states[1][0] + 6} bytes since it was scanned"
     ]
+    state = os.stat(tmp_path / "p0.csv")  # the same size, written again later
+    (tmp_path / "p0.csv").write_text((tmp_path / "p0.csv").read_text())
+    os.utime(tmp_path / "p0.csv", ns=(state.st_atime_ns, state.st_mtime_ns + 10**9))
+    assert statistics.changes()[0] == f"{tmp_path / 'p0.csv'}: was rewritten since it was scanned"
     os.remove(tmp_path / "p0.csv")
     assert statistics.changes()[0].endswith(
         "p0.csv: was removed or cannot be read since it was scanned"
