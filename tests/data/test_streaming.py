@@ -403,6 +403,7 @@ def _regression_shards(folder: Path, rng: np.random.Generator, sizes) -> np.ndar
     return np.concatenate(parts)
 
 
+@pytest.mark.slow  # 18 s; the default suite keeps the pipeline and scan tests
 def test_streamed_training_equals_training_on_the_loaded_data(tmp_path, rng):
     """No shuffling, one reader: the same batches as the loaded, standardised rows, so the
     same loss trajectory and weights; the loss goes down."""
