@@ -12,6 +12,7 @@ if running_the_cli():  # a library import leaves stderr and the devices alone
 
 from . import kernels, metrics
 from ._version import __version__  # noqa: E402, F401 (re-exported)
+from .avdgp_model import AVDGPModel
 from .core.conditionals import amortized_conditional, amortized_kl
 from .core.covariances import pointwise_covariances
 from .core.mixture import GaussianMixture, to_mixture
@@ -20,6 +21,14 @@ from .deep_gp import MixtureLikelihoodLayer, as_deep_gp
 from .inference import AffineInference, AmortizedParameters, InducingInit, MLPInference
 from .io.saving import ModelFileError, load_model
 from .io.serving import export
+from .keras_metrics import (
+    MixtureAccuracy,
+    MixtureBrier,
+    MixtureCRPS,
+    MixtureMetric,
+    MixtureNLL,
+    MixtureRMSE,
+)
 from .layers import (
     AmortizedGPLayer,
     InferenceKind,
@@ -38,6 +47,7 @@ from .training.callbacks import ValidationNLL
 
 __all__ = [
     "AVDGPLoss",
+    "AVDGPModel",
     "AffineInference",
     "AmortizedGPLayer",
     "AmortizedParameters",
@@ -46,9 +56,15 @@ __all__ = [
     "InferenceKind",
     "KLConvention",
     "MLPInference",
+    "MixtureAccuracy",
+    "MixtureBrier",
+    "MixtureCRPS",
     "MixtureLayer",
     "MixtureLikelihoodLayer",
     "MixtureMean",
+    "MixtureMetric",
+    "MixtureNLL",
+    "MixtureRMSE",
     "MixtureSample",
     "ModelFileError",
     "Objective",

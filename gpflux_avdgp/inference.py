@@ -94,6 +94,7 @@ def build_mlp(
     return tf_keras.Sequential(layers, name=name)
 
 
+@tf_keras.utils.register_keras_serializable(package="gpflux_avdgp")  # copy.deepcopy clones it
 class _TiledGlorot(tf_keras.initializers.Initializer):
     """Glorot-uniform ``[H, block]`` weights tiled ``repeats`` times along the output axis.
 

@@ -1,5 +1,6 @@
 """The one AVDGP builder: the paper's model (and its shallow relatives SGP-AVI and IDSGP, via
-``layer_kwargs``) as a ``tf_keras.Sequential``; the experiments' model zoo builds with it too."""
+``layer_kwargs``) as an ``AVDGPModel`` (a ``tf_keras.Sequential``); the experiments' model
+zoo builds with it too."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ from typing import Optional, Sequence, Union
 
 import gpflow
 import numpy as np
+import tensorflow as tf
 from gpflow.keras import tf_keras
 
+from .avdgp_model import AVDGPModel
 from .layers import AmortizedGPLayer, TrainableLikelihood
 from .layers.base import DEFAULT_NUM_POINTS
 from .presets import layer_options
@@ -31,9 +34,9 @@ def build_avdgp(
     preset: str = "default",
     name: str = "avdgp",
     **layer_kwargs,
-) -> tf_keras.Sequential:
-    """An ``Input`` then one :class:`AmortizedGPLayer` per entry of ``units``, then a
-    :class:`TrainableLikelihood`.
+) -> AVDGPModel:
+    """An :class:`~gpflux_avdgp.AVDGPModel`: an ``Input`` then one :class:`AmortizedGPLayer` per
+    entry of ``units``, then a :class:`TrainableLikelihood`.
 
     :param input_dim: ``D``, input features.
     :param units: output dimension of each layer, e.g. ``[16, 4, 1]`` (the paper's regression).
@@ -53,7 +56,9 @@ def build_avdgp(
         :func:`gpflux_avdgp.presets.layer_options` (the paper: inducing points start as noisy
         copies of the input, ``inducing_init="input"``); ``layer_kwargs`` override them.
     :param layer_kwargs: passed to every :class:`AmortizedGPLayer` (e.g. ``whiten``,
-        ``full_rank``, ``kernel``, ``mean_function``, ``kl_convention``, ``seed``).
+        ``full_rank``, ``kernel``, ``mean_function``, ``kl_convention``, ``seed``); a GPflow
+        kernel or mean-function object is copied for every layer after the first, so each
+        layer trains its own (as with a name).
     """
     input_dim = check_positive_int("input_dim", input_dim)
     if np.ndim(units) != 1:
@@ -85,11 +90,22 @@ def build_avdgp(
                 **(expansion if index == 1 else {}),
                 seed=None if seed is None else seed + index,
                 name=f"gp_layer_{index + 1}",
-                **layer_kwargs,
+                **_own_modules(layer_kwargs, copy=index > 0),
             )
         )
     layers.append(TrainableLikelihood(likelihood, name="likelihood"))
-    return tf_keras.Sequential(layers, name=name)
+    return AVDGPModel(layers, name=name)
+
+
+def _own_modules(layer_kwargs: dict, *, copy: bool) -> dict:
+    """``layer_kwargs`` with copies of GPflow kernel and mean-function objects (``copy``), so
+    every layer starts from the given values and trains its own, as with a name."""
+    if not copy:
+        return layer_kwargs
+    return {
+        key: gpflow.utilities.deepcopy(value) if isinstance(value, tf.Module) else value
+        for key, value in layer_kwargs.items()
+    }
 
 
 def expansion_points(

@@ -10,13 +10,20 @@ import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
+from .avdgp_model import AVDGPModel
 from .core.mixture import GaussianMixture, unpack_numpy
 from .layers.likelihood_layer import TrainableLikelihood
 from .metrics.common import mixture_moments
 from .objectives import component_y_moments, is_categorical, mixture_log_density
 from .validation import check_feature_matrix, check_positive_int
 
-__all__ = ["PredictiveMixture", "model_input_spec", "model_likelihood", "predict_mixture"]
+__all__ = [
+    "PredictiveMixture",
+    "mixture_network",
+    "model_input_spec",
+    "model_likelihood",
+    "predict_mixture",
+]
 
 
 @dataclass(frozen=True)
@@ -129,37 +136,55 @@ def pad_rows(inputs: tf.Tensor, size: int) -> tf.Tensor:
     return tf.concat([inputs, tf.repeat(inputs[-1:], extra, axis=0)], axis=0)
 
 
+def mixture_network(model: tf_keras.Model) -> tf_keras.Model:
+    """A model whose ``predict`` returns the packed mixture: ``model`` itself, or for an
+    :class:`~gpflux_avdgp.AVDGPModel` (whose ``predict`` returns the moments of ``y``) a
+    Functional view on the same layers and weights, made once and kept on the model.
+
+    :raises ValueError: if an ``AVDGPModel`` has no known input yet.
+    """
+    if not isinstance(model, AVDGPModel):
+        return model
+    if not model.inputs:
+        raise ValueError(
+            f"model: {model.name!r} has no known input shape yet; start it with "
+            "tf_keras.Input((D,)) or call it once on data"
+        )
+    view = model.__dict__.get("_mixture_view")
+    if view is None or view.outputs[0] is not model.outputs[0]:
+        view = tf_keras.Model(model.inputs, model.outputs, name=f"{model.name}_mixture")
+        object.__setattr__(model, "_mixture_view", view)  # not tracked (no new weights)
+    view.jit_compile = bool(model.jit_compile)
+    return view
+
+
 def predict_mixture(
     model: tf_keras.Model,
-    inputs: np.ndarray,
+    inputs,
     *,
     likelihood: Optional[gpflow.likelihoods.Likelihood] = None,
     batch_size: int = 1000,
 ) -> PredictiveMixture:
     """Predict with ``model`` (prediction mode: deterministic under AR2P).
 
-    :param model: a model whose output is a packed mixture.
-    :param inputs: ``[N, D]`` test inputs: a finite, non-empty numeric array (integers are
-        converted to the model's float type).
+    :param model: an :class:`~gpflux_avdgp.AVDGPModel`, or any model whose output is a packed
+        mixture.
+    :param inputs: what ``model.predict`` takes: ``[N, D]`` test inputs (a finite, non-empty
+        numeric array or tensor; integers are converted to the model's float type), or a
+        ``tf.data.Dataset`` of input batches (``(x, y)`` batches are read as ``x``).
     :param likelihood: defaults to the model's last layer's, if it is a
         :class:`~gpflux_avdgp.TrainableLikelihood`.
-    :param batch_size: inputs per forward pass; the inputs are padded so that every pass has
-        the same shape (see :func:`padded_size`), and the padding is dropped from the result.
+    :param batch_size: inputs per forward pass for arrays; they are padded so that every pass
+        has the same shape (see :func:`padded_size`), and the padding is dropped from the result.
     :raises ValueError: for inputs of the wrong width, rank or dtype, an empty batch, or NaN/inf
         values (naming the first bad ``[row, column]``).
     """
     likelihood = model_likelihood(model, likelihood)
-    num_features, dtype = model_input_spec(model)
-    inputs = check_feature_matrix("inputs", inputs, num_features)
-    batch_size = check_positive_int("batch_size", batch_size)
-    # Keras casts NumPy float inputs to floatx() (float32) in predict; pass a tensor in the
-    # model's dtype so float64 models see float64 inputs.
-    inputs = tf.convert_to_tensor(inputs, dtype=dtype)
-    num_rows = int(inputs.shape[0])
-    padded = pad_rows(
-        inputs, padded_size(num_rows, batch_size, bool(getattr(model, "jit_compile", False)))
-    )
-    packed = model.predict(padded, batch_size=batch_size, verbose=0)[:num_rows]
+    network = mixture_network(model)
+    if isinstance(inputs, tf.data.Dataset):
+        packed = network.predict(inputs, verbose=0)
+    else:
+        packed = _predict_array(network, inputs, batch_size)
     means, variances, log_weights = unpack_numpy(packed)
     y_means, y_variances = component_y_moments(
         likelihood, tf.constant(means), tf.constant(variances)
@@ -172,3 +197,18 @@ def predict_mixture(
         y_variances=np.asarray(y_variances),
         likelihood=likelihood,
     )
+
+
+def _predict_array(network: tf_keras.Model, inputs, batch_size: int) -> np.ndarray:
+    """The packed mixture ``[N, S, 2 Q + 1]`` of ``inputs`` ``[N, D]``, in padded batches."""
+    num_features, dtype = model_input_spec(network)
+    inputs = check_feature_matrix("inputs", inputs, num_features)
+    batch_size = check_positive_int("batch_size", batch_size)
+    # Keras casts NumPy float inputs to floatx() (float32) in predict; pass a tensor in the
+    # model's dtype so float64 models see float64 inputs.
+    inputs = tf.convert_to_tensor(inputs, dtype=dtype)
+    num_rows = int(inputs.shape[0])
+    padded = pad_rows(
+        inputs, padded_size(num_rows, batch_size, bool(getattr(network, "jit_compile", False)))
+    )
+    return network.predict(padded, batch_size=batch_size, verbose=0)[:num_rows]

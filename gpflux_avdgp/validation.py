@@ -77,7 +77,11 @@ def check_feature_matrix(
             f"{array.dtype} ({type(value).__name__})"
         )
     if array.ndim != 2:
-        hint = " (reshape a vector with x.reshape(-1, 1))" if array.ndim == 1 else ""
+        hint = ""
+        if array.ndim == 1 and num_features not in (None, 1) and array.size == num_features:
+            hint = " (reshape a vector with x.reshape(1, -1): one row)"
+        elif array.ndim == 1:
+            hint = f" (reshape a vector with x.reshape(-1, {num_features or 1}))"
         raise ValueError(
             f"{name}: expected a 2-d array [N, {width}], got rank {array.ndim} with shape "
             f"{array.shape}{hint}"

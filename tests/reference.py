@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import scipy.special
 
 KernelFn = Callable[[np.ndarray, np.ndarray], float]
 DenseWeights = Sequence[tuple[np.ndarray, np.ndarray]]
@@ -484,3 +485,21 @@ def affine_layer_forward(layer, kernel: KernelFn, locations, h, *, jitter: float
         mean_weights=mean_weights,
         mean_bias=mean_bias,
     )
+
+
+def gaussian_mixture_crps_integral(y, weights, means, variances) -> np.ndarray:
+    """CRPS of a Gaussian mixture per row by its definition, ``int (F(z) - [z >= y])^2 dz``,
+    integrated numerically (trapezoid on 200001 points reaching 12 standard deviations past the
+    mixture): independent of the closed form."""
+    out = np.empty(len(y))
+    for n in range(len(y)):
+        w, m, s = weights[n], means[n], np.sqrt(variances[n])
+        low = min(y[n], np.min(m - 12 * s)) - 1.0
+        high = max(y[n], np.max(m + 12 * s)) + 1.0
+        total = 0.0
+        for start, stop, step in ((low, y[n], 0.0), (y[n], high, 1.0)):  # split at the jump
+            z = np.linspace(start, stop, 100001)
+            cdf = np.sum(w[:, None] * scipy.special.ndtr((z[None] - m[:, None]) / s[:, None]), 0)
+            total += np.trapz((cdf - step) ** 2, z)
+        out[n] = total
+    return out

@@ -8,7 +8,7 @@ import re
 import pytest
 from helpers import REPO_ROOT
 
-PAGES = ["docs/gpflux.md"]
+PAGES = ["docs/gpflux.md", "docs/keras.md"]
 BLOCK = re.compile(r"^```python\n(.*?)^```$", re.M | re.S)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import weakref
 from typing import Optional
 
 import gpflow
@@ -14,14 +15,11 @@ from ..core.conditionals import amortized_conditional, amortized_kl
 from ..core.covariances import pointwise_covariances
 from ..inference import AffineInference, InducingInit, InferenceKind, MLPInference
 from ..kernels import (
-    KERNELS,
     KernelArg,
     MeanFunctionArg,
     check_kernel_width,
-    kernel_spec,
     make_kernel,
     make_mean_function,
-    mean_function_spec,
 )
 from ..propagation import Propagated, PropagationRule
 from ..validation import (
@@ -31,6 +29,8 @@ from ..validation import (
     check_positive_int,
 )
 from .base import MixtureLayer
+from .gpflow_config import module_from_config, module_to_config
+from .module_state import gpflow_float
 
 __all__ = ["AmortizedGPLayer", "KLConvention"]
 
@@ -46,6 +46,28 @@ class KLConvention(str, enum.Enum):
 
     PAPER = "paper"
     PER_POINT = "per_point"
+
+
+#: The built layer that holds each kernel and mean-function object.
+_OWNERS: "weakref.WeakKeyDictionary[tf.Module, weakref.ref]" = weakref.WeakKeyDictionary()
+
+
+def _claim(module: tf.Module, layer: tf_keras.layers.Layer) -> None:
+    """Record ``layer`` as the holder of ``module``.
+
+    :raises ValueError: if another live layer holds it: a shared object would reload as two
+        (a layer's config describes its own modules), so sharing is refused before training.
+    """
+    owner = _OWNERS.get(module)
+    holder = None if owner is None else owner()
+    if holder is not None and holder is not layer:
+        kind = "kernel" if isinstance(module, gpflow.kernels.Kernel) else "mean function"
+        raise ValueError(
+            f"{layer.name}: its {kind} object is also layer {holder.name!r}'s; a shared object "
+            "cannot be saved (it reloads as two): give each layer its own, e.g. "
+            "gpflow.utilities.deepcopy(kernel)"
+        )
+    _OWNERS[module] = weakref.ref(layer)
 
 
 @tf_keras.utils.register_keras_serializable(package="gpflux_avdgp")
@@ -133,10 +155,13 @@ class AmortizedGPLayer(MixtureLayer):
         self.ard, self.full_rank, self.whiten = ard, full_rank, whiten
         if not isinstance(kernel, gpflow.kernels.Kernel):
             make_kernel(kernel, 1, ard=False)  # validates the name now, not at build
-        self._kernel_arg = kernel
         if not isinstance(mean_function, gpflow.mean_functions.MeanFunction):
             make_mean_function(mean_function, 1, 1)  # validates the name now
-        self._mean_function_arg = mean_function
+        # Held untracked: Keras tracks a module where ``build`` assigns it, so the variables
+        # (and the optimizer's slots) are in one order whether a kernel is given by name or
+        # as an object, and a reloaded model's slots match the saved ones.
+        object.__setattr__(self, "_kernel_arg", kernel)
+        object.__setattr__(self, "_mean_function_arg", mean_function)
         self.inducing_init = check_choice("inducing_init", inducing_init, InducingInit)
         options = dict(
             full_rank=full_rank,
@@ -152,14 +177,37 @@ class AmortizedGPLayer(MixtureLayer):
             self.inference = MLPInference(self.num_inducing, self.units, **options)
 
     def build(self, input_shape: tf.TensorShape) -> None:
+        """Create the kernel and mean function (named ones in the layer's float type) and the
+        inference networks.
+
+        :raises ValueError: if the kernel's per-column parameters do not fit the input width.
+        :raises NotImplementedError: for a kernel or mean-function object that cannot be saved
+            (see :func:`~gpflux_avdgp.layers.gpflow_config.module_to_config`).
+        """
         super().build(input_shape)
-        self.kernel = make_kernel(self._kernel_arg, self.input_dim, ard=self.ard)
+        with gpflow_float(self.dtype):
+            self.kernel = make_kernel(self._kernel_arg, self.input_dim, ard=self.ard)
+            self.mean_function = make_mean_function(
+                self._mean_function_arg, self.input_dim, self.units
+            )
         try:
             check_kernel_width(self.kernel, self.input_dim)
         except ValueError as error:
             raise ValueError(f"{self.name}: {error}") from None
-        self.mean_function = make_mean_function(self._mean_function_arg, self.input_dim, self.units)
+        self._module_configs()  # refuses what cannot be saved now, not after training
+        for module in self._gpflow_modules():
+            _claim(module, self)
         self.inference.build((None, self.input_dim))
+
+    def _module_configs(self) -> tuple:
+        """``(kernel, mean_function)`` as saved: a name, or a checked GPflow config."""
+        kernel = self._kernel_arg
+        if isinstance(kernel, gpflow.kernels.Kernel):
+            kernel = module_to_config(kernel, "kernel", where=self.name)
+        mean = self._mean_function_arg
+        if isinstance(mean, gpflow.mean_functions.MeanFunction):
+            mean = module_to_config(mean, "mean_function", where=self.name)
+        return kernel, mean
 
     def _gpflow_modules(self) -> list[tf.Module]:
         modules = [self.kernel]
@@ -210,22 +258,13 @@ class AmortizedGPLayer(MixtureLayer):
 
     def get_config(self) -> dict:
         config = super().get_config()
-        kernel_name = kernel_spec(self._kernel_arg)
-        if kernel_name is None:
-            raise NotImplementedError(
-                f"{self.name}: kernel {type(self._kernel_arg).__name__} cannot be saved by name;"
-                f" use one of {sorted(KERNELS)}"
-            )
-        if isinstance(self._kernel_arg, gpflow.kernels.Stationary):
-            ard = bool(self._kernel_arg.ard)
-        else:
-            ard = self.ard
+        kernel, mean_function = self._module_configs()
         config.update(
             num_inducing=self.num_inducing,
             num_data=self.num_data,
-            kernel=kernel_name,
-            ard=ard,
-            mean_function=mean_function_spec(self._mean_function_arg),
+            kernel=kernel,
+            ard=self.ard,
+            mean_function=mean_function,
             inference=self.inference_kind.value,
             inducing_init=self.inducing_init.value,
             full_rank=self.full_rank,
@@ -234,3 +273,14 @@ class AmortizedGPLayer(MixtureLayer):
             kl_convention=self.kl_convention.value,
         )
         return config
+
+    @classmethod
+    def from_config(cls, config: dict) -> "AmortizedGPLayer":
+        """Rebuild the layer; GPflow kernel and mean-function configs become new objects in
+        their saved float type (the trained values come with the weights)."""
+        config = dict(config)
+        if isinstance(config.get("kernel"), dict):
+            config["kernel"] = module_from_config(config["kernel"], "kernel")
+        if isinstance(config.get("mean_function"), dict):
+            config["mean_function"] = module_from_config(config["mean_function"], "mean_function")
+        return cls(**config)

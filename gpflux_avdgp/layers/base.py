@@ -231,8 +231,8 @@ class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer):
     def call(self, inputs: tf.Tensor, training: Optional[bool] = None) -> tf.Tensor:
         """Evaluate the layer on a packed mixture (or a deterministic ``[B, D]`` input).
 
-        Adds the layer's KL term with ``add_loss`` and reports it as the metric
-        ``"<name>_kl"``.
+        Adds the layer's KL term with ``add_loss`` (an :class:`~gpflux_avdgp.AVDGPModel` logs
+        the sum over its GP layers as ``kl``).
 
         :returns: packed mixture ``[B, S, 2 Q + 1]``.
         :raises tf.errors.InvalidArgumentError: (outside XLA) if the output, or its gradient in
@@ -243,7 +243,6 @@ class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer):
             propagated = self._propagate(inputs, training)
         means, variances, loss_term = self._components(propagated, training)
         self.add_loss(loss_term)
-        self.add_metric(loss_term, name=f"{self.name}_kl", aggregation="mean")
         packed = GaussianMixture(means, variances, propagated.log_weights).pack()
         # Stops a step whose output (or, in the backward pass, whose gradient) is NaN or inf
         # before the optimizer applies it, naming this layer. XLA compiles this to a no-op.

@@ -126,7 +126,7 @@ def test_unwrapped_gp_layer_before_amortized_layer_trains(rng):
     history = compile_and_fit(model, AVDGPLoss(likelihood), x, y)
 
     assert_loss_decreased(history)
-    assert {"gpflux_gp_prior_kl", "amortized_kl"} <= set(history.history)
+    assert set(history.history) == {"loss", "gpflux_gp_prior_kl"}  # GPflux's layer logs its KL
     assert_variational_changed(before, gp_layer)
     # the GPflux sample is random, so predictions are too
     first, second = predict_mixture(model, x[:20]), predict_mixture(model, x[:20])
@@ -155,7 +155,7 @@ def test_wrapped_gp_layer_after_amortized_layer_trains(rng, rule):
     history = compile_and_fit(model, AVDGPLoss(likelihood), x, y)
 
     assert_loss_decreased(history)
-    assert {"amortized_kl", "dspp_top_kl"} <= set(history.history)
+    assert set(history.history) == {"loss"}
     assert_variational_changed(before, gp_layer)
     assert gp_layer.kernel.kernel.lengthscales.numpy() != kernel_before
     assert predict_mixture(model, x).weights.shape == (NUM_DATA, NUM_POINTS)
@@ -190,7 +190,7 @@ def test_pure_dspp_trains_and_predicts_deterministically(rng):
     history = compile_and_fit(model, AVDGPLoss(likelihood, objective="predictive"), x, y)
 
     assert_loss_decreased(history)
-    assert {"dspp_1_kl", "dspp_2_kl", "dspp_3_kl"} <= set(history.history)
+    assert set(history.history) == {"loss"}
     for snapshot, layer in zip(before, gp_layers):
         assert_variational_changed(snapshot, layer)
     assert not np.array_equal(logits_before, sigma_layers[1].weight_logits.numpy())
