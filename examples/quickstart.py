@@ -31,11 +31,10 @@ model = gpflux_avdgp.build_avdgp(
     rule="ar2p",  # learnable sigma points, S = 32
     seed=0,
 )
-model.compile(tf_keras.optimizers.Adam(0.01), loss=gpflux_avdgp.AVDGPLoss(likelihood))
+model.compile(tf_keras.optimizers.Adam(0.01), metrics=[gpflux_avdgp.MixtureNLL()])  # loss: ELBO
 model.fit(X, Y, batch_size=100, epochs=30, verbose=0)
 
-prediction = gpflux_avdgp.predict_mixture(model, X_test)
-mean, variance = prediction.y_moments()
-rmse = np.sqrt(np.mean((mean - Y_test) ** 2))
-nll = -np.mean(prediction.log_density(Y_test))
-print(f"test RMSE {rmse:.3f}, test NLL {nll:.3f}, mixture components {prediction.weights.shape[1]}")
+outputs = model.predict(X_test, verbose=0)  # {"mean": [N, 1], "std": [N, 1]} of y
+rmse = np.sqrt(np.mean((outputs["mean"] - Y_test) ** 2))
+nll = model.evaluate(X_test, Y_test, verbose=0, return_dict=True)["nll"]
+print(f"test RMSE {rmse:.3f}, test NLL {nll:.3f}, mean std {outputs['std'].mean():.3f}")

@@ -30,13 +30,10 @@ from gpflow.keras import tf_keras
 
 from .core.mixture import GaussianMixture
 from .keras_metrics import MixtureMetric, is_classifier, predictive_y
-from .layers import MixtureLayer, MixtureMean, MixtureSample, TrainableLikelihood
+from .layers import MixtureLayer, TrainableLikelihood
 from .objectives import AVDGPLoss, is_categorical
 
 __all__ = ["AVDGPModel", "predictive_outputs"]
-
-#: Layers that read a packed mixture (any other layer right after a GP layer is refused).
-MIXTURE_READERS = (MixtureLayer, TrainableLikelihood, MixtureMean, MixtureSample)
 
 _CLASS_METRICS = {
     "accuracy", "acc", "binaryaccuracy", "categoricalaccuracy", "sparsecategoricalaccuracy",
@@ -192,7 +189,7 @@ class AVDGPModel(tf_keras.Sequential):
         layers = self.layers
         for before, after in zip(layers, layers[1:]):
             writes = isinstance(before, (MixtureLayer, TrainableLikelihood))
-            if writes and not isinstance(after, MIXTURE_READERS):
+            if writes and not getattr(after, "reads_mixture", False):
                 raise ValueError(
                     f"{self.name}: layer {after.name!r} ({type(after).__name__}) follows "
                     f"{before.name!r}, whose output is a packed mixture; put "
@@ -299,6 +296,16 @@ class AVDGPModel(tf_keras.Sequential):
         super().reset_metrics()
         if self._extras.kl is not None:
             self._extras.kl.reset_state()
+
+    def get_metrics_result(self) -> dict:
+        """The metrics' results, and ``kl`` once a training step has updated it since the last
+        reset (eagerly: Keras calls this at the end of an epoch and, when the keys match the
+        step's logs, reports these cross-replica values instead of the per-worker sums)."""
+        results = super().get_metrics_result()
+        kl = self._extras.kl
+        if kl is not None and tf.executing_eagerly() and float(kl.count.numpy()) > 0.0:
+            results["kl"] = kl.result()
+        return results
 
     def compute_metrics(self, x, y, y_pred, sample_weight) -> dict:
         """Standard metrics on the predictive mean of ``y`` (or the class probabilities), the

@@ -49,6 +49,9 @@ class MixtureLikelihoodLayer(gpflux.layers.LikelihoodLayer):
     :param objective: ``"elbo"`` (default) or ``"predictive"``.
     """
 
+    #: Reads a packed mixture.
+    reads_mixture: bool = True
+
     def __init__(
         self,
         likelihood: gpflow.likelihoods.Likelihood,

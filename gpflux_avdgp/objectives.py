@@ -15,6 +15,7 @@ minimises ``-(ELBO / N)`` under the ``"paper"`` convention.
 from __future__ import annotations
 
 import enum
+import warnings
 
 import gpflow
 import tensorflow as tf
@@ -177,6 +178,30 @@ class AVDGPLoss(tf_keras.losses.Loss):
         super().__init__(name=name, **kwargs)
         self.likelihood = likelihood
         self.objective = check_choice("objective", objective, Objective)
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        """The Keras loss, after checking that the model trains this loss's likelihood.
+
+        ``y_pred`` from a :class:`~gpflux_avdgp.TrainableLikelihood` carries that layer's
+        likelihood: another one is refused (the model's would not train, this one would not be
+        the model's). Without it, a likelihood with trainable parameters gets a warning: the
+        loss alone does not train them.
+
+        :raises ValueError: if ``y_pred`` comes from a layer holding another likelihood.
+        """
+        held = getattr(y_pred, "_avdgp_likelihood", None)
+        if held is not None and held is not self.likelihood:
+            raise ValueError(
+                f"{self.name}: the model's TrainableLikelihood holds another likelihood than the "
+                "loss, so the model's would not train; use AVDGPLoss(model.likelihood)"
+            )
+        if held is None and self.likelihood.trainable_variables:
+            warnings.warn(
+                f"{self.name}: the model does not hold the loss's likelihood, so its parameters "
+                "will not train; end the model with gpflux_avdgp.TrainableLikelihood(likelihood)",
+                stacklevel=2,
+            )
+        return super().__call__(y_true, y_pred, sample_weight=sample_weight)
 
     def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
         """:returns: per-datapoint loss ``[B]``."""

@@ -5,6 +5,9 @@ likelihood mistakes, a Dense after a GP layer, float types, copies)."""
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
+import warnings
 
 import gpflow
 import numpy as np
@@ -221,7 +224,13 @@ KERNELS = {
 }
 
 
-@pytest.mark.parametrize("kernel", sorted(KERNELS))
+SLOW = pytest.mark.slow
+
+
+@pytest.mark.parametrize(
+    "kernel",
+    ["matern32", "sum", pytest.param("ard", marks=SLOW), pytest.param("product", marks=SLOW)],
+)
 def test_models_with_gpflow_kernel_objects_save_and_reload(kernel, tmp_path):
     x, y = regression_data()
     model = small_model(
@@ -240,7 +249,8 @@ def test_models_with_gpflow_kernel_objects_save_and_reload(kernel, tmp_path):
     )
     for before, after in zip(model.optimizer.variables, reloaded.optimizer.variables):
         np.testing.assert_array_equal(before.numpy(), after.numpy())
-    reloaded.fit(x, y, batch_size=100, epochs=1, verbose=0)  # training continues
+    if kernel in ("ard", "product"):  # the slow variants train on (one more trace)
+        reloaded.fit(x, y, batch_size=100, epochs=1, verbose=0)
 
 
 def test_a_kernel_that_cannot_be_saved_is_refused_when_the_layer_is_built():
@@ -251,6 +261,7 @@ def test_a_kernel_that_cannot_be_saved_is_refused_when_the_layer_is_built():
         small_model(gpflow.likelihoods.Gaussian(), kernel=kernel)
 
 
+@SLOW
 def test_a_float32_model_reloads_in_a_float64_process(tmp_path):
     x, y = regression_data()
     with gpflow.config.as_context(gpflow.config.Config(float=np.float32)):
@@ -323,3 +334,89 @@ def test_build_avdgp_gives_every_layer_its_own_copy_of_a_kernel_object():
     kernels = [layer.kernel for layer in model.layers[:2]]
     assert kernels[0] is kernel and kernels[1] is not kernel
     assert kernels[1].lengthscales.numpy() == 2.0
+
+
+@pytest.mark.parametrize("reader", ["dense", "flatten"])
+def test_a_keras_layer_reading_the_mixture_of_a_plain_sequential_is_refused(reader):
+    layer = {
+        "dense": tf_keras.layers.Dense(1, dtype=tf.float64),
+        "flatten": tf_keras.layers.Flatten(),
+    }
+    model = tf_keras.Sequential(
+        [tf_keras.Input((2,), dtype=tf.float64), ga.AmortizedGPLayer(2, 4, NUM_DATA), layer[reader]]
+    )
+    model.compile("adam", loss="mse")
+    with pytest.raises(ValueError, match=r"reads the packed mixture .* put gpflux_avdgp\.Mixture"):
+        model.fit(np.zeros((10, 2)), np.zeros((10, 1)), verbose=0)
+    with pytest.raises(ValueError, match=r"\n\w+: a (Dense|Flatten) reads the packed mixture"):
+        model(np.zeros((3, 2)))  # eagerly: the line inside Keras' "calling layer" context
+
+
+def plain_model(likelihood, *, with_likelihood_layer: bool = True) -> tf_keras.Sequential:
+    layers = [tf_keras.Input((2,), dtype=tf.float64), ga.AmortizedGPLayer(1, 4, NUM_DATA)]
+    if with_likelihood_layer:
+        layers.append(ga.TrainableLikelihood(likelihood))
+    return tf_keras.Sequential(layers)
+
+
+def test_a_plain_model_whose_loss_holds_another_likelihood_is_refused_at_the_first_step():
+    x, y = regression_data()
+    model = plain_model(gpflow.likelihoods.Gaussian())
+    model.compile("adam", loss=ga.AVDGPLoss(gpflow.likelihoods.Gaussian()))
+    with pytest.raises(ValueError, match=r"holds another likelihood than the loss.*model\.like"):
+        model.fit(x, y, verbose=0, epochs=1)
+
+
+def test_a_plain_model_without_trainable_likelihood_warns_that_the_noise_will_not_train():
+    x, y = regression_data()
+    likelihood = gpflow.likelihoods.Gaussian(variance=0.1)
+    model = plain_model(likelihood, with_likelihood_layer=False)
+    model.compile(tf_keras.optimizers.Adam(0.05), loss=ga.AVDGPLoss(likelihood))
+    with pytest.warns(UserWarning, match=r"will not train; end the model with .*Trainable"):
+        model.fit(x, y, batch_size=50, epochs=2, verbose=0)
+    assert likelihood.variance.numpy() == pytest.approx(0.1)  # what the warning is about
+
+    held = gpflow.likelihoods.Gaussian(variance=0.1)
+    model = plain_model(held)
+    model.compile(tf_keras.optimizers.Adam(0.05), loss=ga.AVDGPLoss(held))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # no warning when the model holds it
+        model.fit(x, y, batch_size=50, epochs=2, verbose=0)
+    assert held.variance.numpy() != pytest.approx(0.1)
+
+
+@SLOW
+def test_load_model_of_a_saved_model_folder_is_quiet_and_restores_the_optimizer(
+    regressor, tmp_path, caplog
+):
+    model, x, _ = regressor
+    model.compile(tf_keras.optimizers.Adam(0.02))
+    model.fit(x, regression_data()[1], batch_size=100, epochs=1, verbose=0)
+    model.save(tmp_path / "folder")
+    with caplog.at_level("WARNING", logger="tensorflow"):
+        reloaded = ga.load_model(tmp_path / "folder")
+    assert [r.getMessage() for r in caplog.records if r.name == "tensorflow"] == []
+    assert reloaded.optimizer.iterations.numpy() == model.optimizer.iterations.numpy()
+    np.testing.assert_allclose(
+        reloaded.predict(x[:5], verbose=0)["mean"], model.predict(x[:5], verbose=0)["mean"]
+    )
+
+
+@SLOW
+def test_a_keras_file_loads_in_a_fresh_process_without_importing_the_package(regressor, tmp_path):
+    model, x, _ = regressor
+    model.save(tmp_path / "m.keras")
+    np.save(tmp_path / "x.npy", x[:5])
+    script = (
+        "import sys, numpy as np\n"
+        "from gpflow.keras import tf_keras\n"
+        f"model = tf_keras.models.load_model({str(tmp_path / 'm.keras')!r})\n"
+        f"x = np.load({str(tmp_path / 'x.npy')!r})\n"
+        "print(type(model).__name__, repr(model.predict(x, verbose=0)['mean'].ravel().tolist()))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=True
+    )
+    name, values = done.stdout.strip().splitlines()[-1].split(" ", 1)
+    assert name == "AVDGPModel"
+    np.testing.assert_allclose(eval(values), model.predict(x[:5], verbose=0)["mean"].ravel())

@@ -90,6 +90,7 @@ def _restore_saved_model_optimizer(model: tf_keras.Model, path: str) -> None:
         optimizer.build(model.trainable_variables)  # create the slots to restore
     status = tf.train.Checkpoint(optimizer=optimizer).read(prefix)
     status.assert_existing_objects_matched()
+    status.expect_partial()  # the model's own values were restored by the loader: no warnings
 
 
 def load_model(

@@ -20,7 +20,13 @@ from ..propagation import Propagated, PropagationRule, propagate
 from ..validation import check_choice, check_optional_positive_int, check_positive_int
 from .module_state import GPflowModuleState
 
-__all__ = ["MixtureLayer", "DEFAULT_NUM_POINTS", "NON_FINITE_MESSAGE", "add_draw_counter"]
+__all__ = [
+    "MixtureLayer",
+    "DEFAULT_NUM_POINTS",
+    "NON_FINITE_MESSAGE",
+    "add_draw_counter",
+    "check_mixture_readers",
+]
 
 #: Components created from a one-component mixture when ``num_points`` is not given (paper).
 DEFAULT_NUM_POINTS = 32
@@ -34,6 +40,26 @@ def _replica_position() -> tuple:
     if context is None or context.num_replicas_in_sync == 1:
         return (0, 1)
     return (context.replica_id_in_sync_group, context.num_replicas_in_sync)
+
+
+def check_mixture_readers(layer: tf_keras.layers.Layer) -> None:
+    """Refuse a layer of the model that reads ``layer``'s packed mixture but does not know it.
+
+    The readers are found in Keras' record of the model's graph (``_outbound_nodes``, filled
+    by ``Sequential`` and Functional models before the layer is first called on data); a
+    reader knows the mixture if its class sets ``reads_mixture = True`` (the package's layers
+    do; a layer of your own that unpacks the mixture may too).
+
+    :raises ValueError: naming both layers and ``MixtureMean`` / ``MixtureSample``.
+    """
+    for node in getattr(layer, "_outbound_nodes", ()):
+        reader = node.layer
+        if not getattr(reader, "reads_mixture", False):
+            raise ValueError(
+                f"{reader.name}: a {type(reader).__name__} reads the packed mixture [batch, "
+                f"components, 2 * D + 1] of {layer.name!r} as features; put "
+                "gpflux_avdgp.MixtureMean() or MixtureSample() between them"
+            )
 
 
 def add_draw_counter(layer: tf_keras.layers.Layer) -> tf.Variable:
@@ -72,6 +98,9 @@ class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer):
         checkpoint continues with the same draws; prediction uses the fixed key
         ``[noise_seed, 0]`` and one set of draws shared by all datapoints (deterministic).
     """
+
+    #: Reads a packed mixture (see :func:`check_mixture_readers`).
+    reads_mixture: bool = True
 
     def __init__(
         self,
@@ -235,10 +264,13 @@ class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer):
         the sum over its GP layers as ``kl``).
 
         :returns: packed mixture ``[B, S, 2 Q + 1]``.
+        :raises ValueError: if a layer of the model that does not read mixtures reads the
+            output (see :func:`check_mixture_readers`).
         :raises tf.errors.InvalidArgumentError: (outside XLA) if the output, or its gradient in
             the backward pass, holds NaN or inf; the message names the layer.
         """
         training = bool(training)
+        check_mixture_readers(self)
         with tf.name_scope("propagate"):
             propagated = self._propagate(inputs, training)
         means, variances, loss_term = self._components(propagated, training)

@@ -18,6 +18,7 @@ import gpflow
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
+from .base import check_mixture_readers
 from .module_state import GPflowModuleState, gpflow_float
 
 __all__ = [
@@ -48,6 +49,9 @@ class TrainableLikelihood(GPflowModuleState, tf_keras.layers.Layer):
     :param likelihood: a GPflow likelihood with one latent function per output.
     """
 
+    #: Reads (and returns) a packed mixture.
+    reads_mixture: bool = True
+
     def __init__(self, likelihood: gpflow.likelihoods.Likelihood, **kwargs):
         if not isinstance(likelihood, gpflow.likelihoods.Likelihood):
             raise ValueError(f"likelihood: expected a GPflow likelihood, got {likelihood!r}")
@@ -59,8 +63,14 @@ class TrainableLikelihood(GPflowModuleState, tf_keras.layers.Layer):
         return [self.likelihood]
 
     def call(self, inputs: tf.Tensor) -> tf.Tensor:
-        """:returns: ``inputs`` unchanged (a packed mixture)."""
-        return tf.identity(inputs)
+        """:returns: ``inputs`` unchanged (a packed mixture).
+
+        :raises ValueError: if a layer that does not read mixtures follows this one.
+        """
+        check_mixture_readers(self)
+        outputs = tf.identity(inputs)
+        outputs._avdgp_likelihood = self.likelihood  # read by AVDGPLoss (as tfp's layers do)
+        return outputs
 
     def compute_output_shape(self, input_shape: tf.TensorShape) -> tf.TensorShape:
         return tf.TensorShape(input_shape)

@@ -58,6 +58,9 @@ class MixtureMean(tf_keras.layers.Layer):
     :param with_variance: also return the total variance.
     """
 
+    #: Reads a packed mixture.
+    reads_mixture: bool = True
+
     def __init__(self, *, with_variance: bool = False, **kwargs):
         if not isinstance(with_variance, bool):
             raise ValueError(f"with_variance: expected True or False, got {with_variance!r}")
@@ -100,6 +103,9 @@ class MixtureSample(tf_keras.layers.Layer):
     :param seed: key of the draws; ``None`` draws one from NumPy's global generator (saved in
         the config, like the GP layers' ``noise_seed``).
     """
+
+    #: Reads a packed mixture.
+    reads_mixture: bool = True
 
     def __init__(self, *, seed: Optional[int] = None, **kwargs):
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
