@@ -286,6 +286,8 @@ class AVDGPModel(tf_keras.Sequential):
     # ------------------------------------------------------------------ steps
     @property
     def metrics(self) -> list:
+        """Keras' metrics (the loss tracker, the compiled metrics, layer metrics), then the
+        package's metrics given to ``compile``."""
         metrics = super().metrics
         extras = getattr(self, "_extras", None)
         if extras is None or not self._is_compiled:
@@ -293,6 +295,7 @@ class AVDGPModel(tf_keras.Sequential):
         return metrics + extras.metrics + extras.weighted_metrics
 
     def reset_metrics(self) -> None:
+        """Reset every metric and the ``kl`` tracker (Keras calls this at each epoch start)."""
         super().reset_metrics()
         if self._extras.kl is not None:
             self._extras.kl.reset_state()
@@ -319,6 +322,10 @@ class AVDGPModel(tf_keras.Sequential):
         return self.get_metrics_result()
 
     def train_step(self, data) -> dict:
+        """Keras' training step, then the GP layers' KL sum into the ``kl`` tracker.
+
+        :returns: the step's logs with ``kl`` added.
+        """
         logs = super().train_step(data)
         layer_losses = [loss for layer in self.layers if isinstance(layer, MixtureLayer)
                         for loss in layer.losses]  # fmt: skip
@@ -345,6 +352,8 @@ class AVDGPModel(tf_keras.Sequential):
         return super().predict(self._in_model_float(x), *args, **kwargs)
 
     def evaluate(self, x=None, y=None, *args, **kwargs):
+        """``tf_keras.Model.evaluate``, with NumPy float inputs and targets in the model's
+        float type: the scalar loss, or the loss and the compiled metrics."""
         return super().evaluate(self._in_model_float(x), self._in_model_float(y), *args, **kwargs)
 
     def save(self, filepath, *args, **kwargs) -> None:

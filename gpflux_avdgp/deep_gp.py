@@ -32,12 +32,15 @@ from gpflow.keras import tf_keras
 from gpflux.layers.likelihood_layer import LikelihoodOutputs
 
 from .core.mixture import GaussianMixture, mixture_moments
+from .layers.likelihood_layer import likelihood_from_config, likelihood_to_config
+from .layers.module_state import GPflowModuleState
 from .objectives import AVDGPLoss, Objective
 
 __all__ = ["MixtureLikelihoodLayer", "as_deep_gp", "install_likelihood_loss"]
 
 
-class MixtureLikelihoodLayer(gpflux.layers.LikelihoodLayer):
+@tf_keras.utils.register_keras_serializable(package="gpflux_avdgp")
+class MixtureLikelihoodLayer(GPflowModuleState, gpflux.layers.LikelihoodLayer):
     """GPflux's ``LikelihoodLayer`` for a packed mixture ``[B, S, 2 Q + 1]``.
 
     Training (``training=True``): adds the mean over the batch of
@@ -45,8 +48,13 @@ class MixtureLikelihoodLayer(gpflux.layers.LikelihoodLayer):
     log likelihood, or the predictive objective of AR2PP) as a layer loss. Otherwise: the
     mixture's mean and total variance of ``f`` and of ``y``, each ``[B, Q]``.
 
+    Saving: ``get_config`` describes the likelihood and the objective, and the likelihood's
+    parameters are saved with the layer's weights, so an ``as_deep_gp`` training model saves
+    to ``.keras`` like any Keras model.
+
     :param likelihood: the GPflow likelihood (trained with the model: the layer tracks it).
     :param objective: ``"elbo"`` (default) or ``"predictive"``.
+    :param name: the layer's name (default: Keras').
     """
 
     #: Reads a packed mixture.
@@ -57,10 +65,32 @@ class MixtureLikelihoodLayer(gpflux.layers.LikelihoodLayer):
         likelihood: gpflow.likelihoods.Likelihood,
         *,
         objective: str | Objective = Objective.ELBO,
+        name: Optional[str] = None,
+        **kwargs,
     ):
         data_term = AVDGPLoss(likelihood, objective=objective)  # validates both
-        super().__init__(likelihood)
+        super().__init__(likelihood)  # GPflux's layer takes the likelihood only
+        if name is not None:
+            self._name = name
         self.data_term = data_term
+
+    def _gpflow_modules(self) -> list[tf.Module]:
+        return [self.likelihood]
+
+    def get_config(self) -> dict:
+        """The layer's name, likelihood and objective."""
+        return {
+            "name": self.name,
+            "likelihood": likelihood_to_config(self.likelihood),
+            "objective": self.data_term.objective.value,
+        }
+
+    @classmethod
+    def from_config(cls, config: dict) -> "MixtureLikelihoodLayer":
+        """Rebuild the layer with a new likelihood (its trained values come with the weights)."""
+        config = dict(config)
+        config["likelihood"] = likelihood_from_config(config["likelihood"])
+        return cls(**config)
 
     def build(self, input_shape: tf.TensorShape) -> None:
         """Keras' default build: GPflux's ``LikelihoodLayer.build`` refuses packed mixtures

@@ -138,11 +138,23 @@ def test_package_metrics_monitor_validation_in_callbacks(regressor, tmp_path):
     model, x, y = regressor
     model.compile(tf_keras.optimizers.Adam(0.02), metrics=[ga.MixtureNLL()])
     stop = tf_keras.callbacks.EarlyStopping("val_nll", patience=1, restore_best_weights=True)
+    best = tf_keras.callbacks.ModelCheckpoint(
+        str(tmp_path / "best.keras"), monitor="val_nll", save_best_only=True
+    )
     history = model.fit(
-        x, y, batch_size=50, epochs=2, verbose=0, validation_data=(x, y), callbacks=[stop]
+        x,
+        y,
+        batch_size=50,
+        epochs=2,
+        verbose=0,
+        validation_data=(tf.constant(x), tf.constant(y)),  # fit would round arrays to float32
+        callbacks=[stop, best],
     )
     assert set(history.history) == {"loss", "kl", "nll", "val_loss", "val_nll"}
     assert np.all(np.isfinite(history.history["val_nll"]))
+    reloaded = ga.load_model(tmp_path / "best.keras")
+    logs = reloaded.evaluate(x, y, batch_size=64, verbose=0, return_dict=True)
+    assert logs["nll"] == pytest.approx(min(history.history["val_nll"]), rel=1e-9)
 
 
 @pytest.mark.parametrize(
@@ -420,3 +432,21 @@ def test_a_keras_file_loads_in_a_fresh_process_without_importing_the_package(reg
     name, values = done.stdout.strip().splitlines()[-1].split(" ", 1)
     assert name == "AVDGPModel"
     np.testing.assert_allclose(eval(values), model.predict(x[:5], verbose=0)["mean"].ravel())
+
+
+def test_an_as_deep_gp_training_model_saves_and_reloads(tmp_path):
+    x, y = regression_data()
+    likelihood = gpflow.likelihoods.Gaussian(variance=0.1)
+    layers = [ga.AmortizedGPLayer(2, 4, NUM_DATA, seed=0)]
+    layers.append(ga.AmortizedGPLayer(1, 4, NUM_DATA, num_points=8, seed=1))
+    deep_gp = ga.as_deep_gp(layers, likelihood, input_dim=2)
+    training_model = deep_gp.as_training_model()
+    training_model.compile(tf_keras.optimizers.Adam(0.02))
+    data = {"inputs": x, "targets": y}
+    training_model.fit(data, batch_size=100, epochs=2, verbose=0)
+    training_model.save(tmp_path / "deep_gp.keras")
+
+    reloaded = ga.load_model(tmp_path / "deep_gp.keras")
+    assert reloaded.layers[-1].likelihood.variance.numpy() == likelihood.variance.numpy() != 0.1
+    expected = training_model.evaluate(data, batch_size=100, verbose=0)
+    assert reloaded.evaluate(data, batch_size=100, verbose=0) == pytest.approx(expected, rel=1e-9)

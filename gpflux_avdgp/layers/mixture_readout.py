@@ -44,6 +44,8 @@ class MixtureMean(tf_keras.layers.Layer):
     Deterministic and differentiable in every component parameter. With
     ``with_variance=True`` the output is ``[B, 2 D]``: the mean, then the total variance
     ``sum_s w_s (v_s + (m_s - mean)^2)``, so the next layer can use the GP's uncertainty.
+    Both are moments of the latent ``f``: the likelihood's noise is not in them (an
+    :class:`~gpflux_avdgp.AVDGPModel`'s ``predict`` gives the mean and std of ``y``).
 
     Example: a GP layer as a feature extractor, trained with a Keras loss::
 
