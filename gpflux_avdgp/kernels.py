@@ -13,7 +13,6 @@ __all__ = [
     "kernel_spec",
     "make_kernel",
     "make_mean_function",
-    "mean_function_spec",
 ]
 
 #: Kernels a layer can build from a name (all isotropic or ARD stationary kernels).
@@ -122,24 +121,4 @@ def make_mean_function(
     raise ValueError(
         "mean_function: expected None, 'zero', 'linear' or a GPflow MeanFunction, "
         f"got {mean_function!r}"
-    )
-
-
-def mean_function_spec(mean_function: MeanFunctionArg) -> Optional[str]:
-    """The name that rebuilds ``mean_function``, or ``None`` for zero.
-
-    :raises NotImplementedError: for a GPflow mean function that no name rebuilds (saving it
-        as zero would silently change the model).
-    """
-    if mean_function is None or mean_function == "zero":
-        return None
-    if isinstance(mean_function, str):
-        return mean_function
-    if type(mean_function) is gpflow.mean_functions.Linear:
-        return "linear"
-    if type(mean_function) is gpflow.mean_functions.Zero:
-        return None
-    raise NotImplementedError(
-        f"mean_function: {type(mean_function).__name__} cannot be saved by name; "
-        "use None, 'zero' or 'linear'"
     )
