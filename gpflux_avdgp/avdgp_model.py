@@ -29,9 +29,9 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 
 from .core.mixture import GaussianMixture
-from .keras_metrics import MixtureMetric, is_classifier, predictive_y
+from .keras_metrics import MixtureMetric, predictive_y
 from .layers import MixtureLayer, TrainableLikelihood
-from .objectives import AVDGPLoss, is_categorical
+from .objectives import AVDGPLoss, is_categorical, is_classifier
 
 __all__ = ["AVDGPModel", "predictive_outputs"]
 
@@ -49,8 +49,8 @@ _INDEX_METRICS = {
     "accuracy", "acc", "sparsecategoricalaccuracy", "sparsetopkcategoricalaccuracy",
     "crossentropy", "ce", "sparsecategoricalcrossentropy",
 }  # fmt: skip
-#: Standard metrics that read one-hot labels over ``K`` classes.
-_ONE_HOT_METRICS = {
+#: Standard metrics that read ``K`` class probabilities (one-hot labels or class indices).
+_K_CLASS_METRICS = {
     "categoricalaccuracy", "topkcategoricalaccuracy", "categoricalcrossentropy",
     "categoricalhinge", "sparsecategoricalaccuracy", "sparsetopkcategoricalaccuracy",
     "sparsecategoricalcrossentropy", "onehotiou", "onehotmeaniou",
@@ -102,7 +102,7 @@ def check_standard_metric(metric, likelihood: gpflow.likelihoods.Likelihood) -> 
     kind = type(likelihood).__name__
     if task == "regression" and key in _CLASS_METRICS:
         reason = f"scores class labels, the model's likelihood is {kind} (regression)"
-    elif task == "binary" and key in _ONE_HOT_METRICS:
+    elif task == "binary" and key in _K_CLASS_METRICS:
         reason = "reads K class probabilities, a Bernoulli model predicts p(y = 1) [batch, 1]"
     elif task == "categorical" and key not in _INDEX_METRICS:
         reason = (
@@ -137,6 +137,7 @@ class _Extras:
     def __init__(self) -> None:
         self.metrics: list[MixtureMetric] = []
         self.weighted_metrics: list[MixtureMetric] = []
+        self.has_standard_metrics = False  # whether compute_metrics needs the mean of y
         self.kl: Optional[tf_keras.metrics.Mean] = None
 
 
@@ -226,8 +227,9 @@ class AVDGPModel(tf_keras.Sequential):
             loss=loss_arg, metrics=metrics, weighted_metrics=weighted_metrics
         )
         self._extras.metrics, self._extras.weighted_metrics = ours, weighted_ours
+        self._extras.has_standard_metrics = bool(standard or weighted_standard)
         with self.distribute_strategy.scope():
-            self._extras.kl = tf_keras.metrics.Mean(name="kl", dtype=likelihood_float(self))
+            self._extras.kl = tf_keras.metrics.Mean(name="kl", dtype=_model_float(self))
 
     def compile_from_config(self, config: dict) -> None:
         """Compile with the saved arguments (``tf_keras`` skips models that override
@@ -275,8 +277,6 @@ class AVDGPModel(tf_keras.Sequential):
                         f"metrics: {type(metric).__name__} holds another likelihood than the "
                         "model's; leave it out, the model gives its own"
                     )
-                else:
-                    metric.check_likelihood(likelihood)
                 ours.append(metric)
             else:
                 check_standard_metric(metric, likelihood)
@@ -313,8 +313,9 @@ class AVDGPModel(tf_keras.Sequential):
     def compute_metrics(self, x, y, y_pred, sample_weight) -> dict:
         """Standard metrics on the predictive mean of ``y`` (or the class probabilities), the
         package's metrics on the mixture."""
-        likelihood = self.likelihood
-        self.compiled_metrics.update_state(y, _standard_view(likelihood, y_pred), sample_weight)
+        if self._extras.has_standard_metrics:  # else no batch pays for the mean of y
+            view = _standard_view(self.likelihood, y_pred)
+            self.compiled_metrics.update_state(y, view, sample_weight)
         for metric in self._extras.metrics:
             metric.update_state(y, y_pred)
         for metric in self._extras.weighted_metrics:
@@ -329,7 +330,7 @@ class AVDGPModel(tf_keras.Sequential):
         logs = super().train_step(data)
         layer_losses = [loss for layer in self.layers if isinstance(layer, MixtureLayer)
                         for loss in layer.losses]  # fmt: skip
-        if layer_losses and self._extras.kl is not None:
+        if layer_losses:
             self._extras.kl.update_state(tf.add_n(layer_losses))
             logs = {**logs, "kl": self._extras.kl.result()}
         return logs
@@ -370,7 +371,7 @@ class AVDGPModel(tf_keras.Sequential):
         super().save(filepath, *args, **kwargs)
 
 
-def likelihood_float(model: tf_keras.Model) -> tf.DType:
+def _model_float(model: tf_keras.Model) -> tf.DType:
     """The model's float type (its input's), default GPflow's."""
     if model.inputs:
         return model.inputs[0].dtype

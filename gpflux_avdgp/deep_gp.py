@@ -66,7 +66,6 @@ class MixtureLikelihoodLayer(GPflowModuleState, gpflux.layers.LikelihoodLayer):
         *,
         objective: str | Objective = Objective.ELBO,
         name: Optional[str] = None,
-        **kwargs,
     ):
         data_term = AVDGPLoss(likelihood, objective=objective)  # validates both
         super().__init__(likelihood)  # GPflux's layer takes the likelihood only

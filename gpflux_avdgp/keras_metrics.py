@@ -24,7 +24,7 @@ from gpflow.keras import tf_keras
 
 from .core.mixture import GaussianMixture, mixture_moments
 from .layers.likelihood_layer import likelihood_to_config, shared_likelihood_from_config
-from .objectives import component_y_moments, is_categorical, mixture_log_density
+from .objectives import component_y_moments, is_categorical, is_classifier, mixture_log_density
 
 __all__ = [
     "MixtureAccuracy",
@@ -33,14 +33,8 @@ __all__ = [
     "MixtureMetric",
     "MixtureNLL",
     "MixtureRMSE",
-    "is_classifier",
     "predictive_y",
 ]
-
-
-def is_classifier(likelihood: gpflow.likelihoods.Likelihood) -> bool:
-    """Whether ``likelihood`` reads class labels: Bernoulli (``{0, 1}``) or categorical."""
-    return isinstance(likelihood, gpflow.likelihoods.Bernoulli) or is_categorical(likelihood)
 
 
 def predictive_y(

@@ -32,6 +32,7 @@ __all__ = [
     "component_log_density",
     "component_y_moments",
     "is_categorical",
+    "is_classifier",
     "mixture_log_density",
 ]
 
@@ -47,6 +48,11 @@ def is_categorical(likelihood: gpflow.likelihoods.Likelihood) -> bool:
     """Whether ``likelihood`` reads one class index per row from ``K`` latent functions
     (GPflow's ``MultiClass`` with ``RobustMax``, or ``Softmax``)."""
     return isinstance(likelihood, (gpflow.likelihoods.MultiClass, gpflow.likelihoods.Softmax))
+
+
+def is_classifier(likelihood: gpflow.likelihoods.Likelihood) -> bool:
+    """Whether ``likelihood`` reads class labels: Bernoulli (``{0, 1}``) or categorical."""
+    return isinstance(likelihood, gpflow.likelihoods.Bernoulli) or is_categorical(likelihood)
 
 
 def _targets(

@@ -14,7 +14,7 @@ from .avdgp_model import AVDGPModel
 from .core.mixture import GaussianMixture, unpack_numpy
 from .layers.likelihood_layer import TrainableLikelihood
 from .metrics.common import mixture_moments
-from .objectives import component_y_moments, is_categorical, mixture_log_density
+from .objectives import component_y_moments, is_classifier, mixture_log_density
 from .validation import check_feature_matrix, check_positive_int
 
 __all__ = [
@@ -69,10 +69,7 @@ class PredictiveMixture:
         Categorical (GPflow's ``MultiClass`` with ``RobustMax``, or ``Softmax``):
         ``p(y = k | x) = sum_s w_s p(y = k | s)``, ``[N, K]``.
         """
-        if not (
-            isinstance(self.likelihood, gpflow.likelihoods.Bernoulli)
-            or is_categorical(self.likelihood)
-        ):
+        if not is_classifier(self.likelihood):
             raise ValueError(
                 "class_probabilities: needs a Bernoulli, MultiClass or Softmax likelihood, "
                 f"the model has {type(self.likelihood).__name__}"
