@@ -23,7 +23,7 @@ setup(
     long_description=LONG_DESCRIPTION,
     long_description_content_type="text/markdown",
     python_requires=">=3.11,<3.12",
-    packages=find_packages(include=["gpflux_avdgp", "gpflux_avdgp.*"]),
+    packages=find_packages(include=["gpflux_avdgp", "gpflux_avdgp.*", "avdgp", "avdgp.*"]),
     install_requires=[
         "tensorflow>=2.21,<2.22",
         "tf-keras>=2.21,<2.22",
@@ -35,7 +35,7 @@ setup(
         "matplotlib>=3.8,<3.11",
         "tensorboard>=2.21,<2.22",  # tf_keras.callbacks.TensorBoard; TF 2.21 does not pull it
     ],
-    entry_points={"console_scripts": ["avdgp = gpflux_avdgp.cli:main"]},
+    entry_points={"console_scripts": ["avdgp = avdgp.cli:main"]},
     extras_require={
         "test": ["pytest>=8", "pytest-xdist>=3.5", "scoringrules>=0.10", "import-linter>=2.1"],
         "docs": ["sphinx>=8", "myst-parser>=4"],

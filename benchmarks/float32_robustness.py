@@ -22,10 +22,10 @@ import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from gpflux_avdgp.data import Standardizer, load_dataset, split_dataset
-from gpflux_avdgp.experiments.runner import standardise_split
-from gpflux_avdgp.experiments.zoo import ModelSpec, build_model
-from gpflux_avdgp.training import TrainConfig, float_type
+from avdgp.data import Standardizer, load_dataset, split_dataset
+from avdgp.experiments.runner import standardise_split
+from avdgp.experiments.zoo import ModelSpec, build_model
+from avdgp.training import TrainConfig, float_type
 
 
 class BatchLosses(tf_keras.callbacks.Callback):

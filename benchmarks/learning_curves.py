@@ -31,12 +31,12 @@ import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from gpflux_avdgp.data import Standardizer, load_dataset, split_dataset
-from gpflux_avdgp.experiments.runner import score_prediction, standardise_split
-from gpflux_avdgp.experiments.toy import toy_splits
-from gpflux_avdgp.experiments.zoo import ModelSpec, Task, build_model
+from avdgp.data import Standardizer, load_dataset, split_dataset
+from avdgp.experiments.runner import score_prediction, standardise_split
+from avdgp.experiments.toy import toy_splits
+from avdgp.experiments.zoo import ModelSpec, Task, build_model
+from avdgp.training import TrainConfig, fit_model, float_type
 from gpflux_avdgp.prediction import predict_mixture
-from gpflux_avdgp.training import TrainConfig, fit_model, float_type
 
 
 class CurveRecorder(tf_keras.callbacks.Callback):

@@ -93,7 +93,7 @@ def build(model_name: str, dtype: str, x_train, jit: bool):
     """Compiled model of the zoo (``avdgp`` AR2P or ``dsdgp``), 3 layers, paper settings."""
     from gpflow.keras import tf_keras
 
-    from gpflux_avdgp.experiments.zoo import ModelSpec, build_model
+    from avdgp.experiments.zoo import ModelSpec, build_model
 
     rule = "ar2p" if model_name == "avdgp" else None
     spec = ModelSpec(model=model_name, rule=rule, num_layers=3, seed=0)
@@ -141,8 +141,8 @@ def profile(args) -> dict:
     import numpy as np
     import tensorflow as tf
 
-    from gpflux_avdgp.data import Standardizer, epoch_shuffled_batches, load_dataset, split_dataset
-    from gpflux_avdgp.training import float_type
+    from avdgp.data import Standardizer, epoch_shuffled_batches, load_dataset, split_dataset
+    from avdgp.training import float_type
 
     split = split_dataset(load_dataset(DATA_ROOT / args.dataset), seed=0, split=0)
     scaler = Standardizer.fit(split.x_train, split.y_train)

@@ -38,7 +38,7 @@ EPOCH_ROWS = 10000
 
 def spec_for(sweep: str, value: int):
     """The :class:`ModelSpec` of one point: the paper's model with one quantity changed."""
-    from gpflux_avdgp.experiments.zoo import ModelSpec
+    from avdgp.experiments.zoo import ModelSpec
 
     settings = dict(DEFAULTS, **{sweep: value})
     layers = settings["layers"]
@@ -59,9 +59,9 @@ def time_point(sweep: str, value: int, x, y, steps: int, batch_size: int) -> dic
     """Train one point twice over its minibatches; time the second pass."""
     from gpflow.keras import tf_keras
 
-    from gpflux_avdgp.data import epoch_shuffled_batches
-    from gpflux_avdgp.experiments.zoo import build_model
-    from gpflux_avdgp.training import EpochProgress
+    from avdgp.data import epoch_shuffled_batches
+    from avdgp.experiments.zoo import build_model
+    from avdgp.training import EpochProgress
 
     rows = value if sweep == "N" else steps * batch_size
     x, y = x[:rows], y[:rows]
@@ -136,7 +136,7 @@ def main(argv=None) -> int:
     if unknown:
         parser.error(f"--sweeps: unknown {unknown}; choose from {list(SWEEPS)}")
 
-    from gpflux_avdgp.training import float_type
+    from avdgp.training import float_type
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

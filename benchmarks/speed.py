@@ -57,7 +57,7 @@ def load(dataset: str, synthetic_rows: int):
         x, y = synthetic(synthetic_rows)
         cut = int(0.9 * len(x))
         return x[:cut], y[:cut], x[cut:]
-    from gpflux_avdgp.data import Standardizer, load_dataset, split_dataset
+    from avdgp.data import Standardizer, load_dataset, split_dataset
 
     split = split_dataset(load_dataset(DATA_ROOT / dataset), seed=0, split=0)
     scaler = Standardizer.fit(split.x_train, split.y_train)
@@ -74,10 +74,10 @@ def one_configuration(args) -> dict:
     import tensorflow as tf
     from gpflow.keras import tf_keras
 
-    from gpflux_avdgp.data import epoch_shuffled_batches
-    from gpflux_avdgp.experiments.zoo import ModelSpec, build_model
+    from avdgp.data import epoch_shuffled_batches
+    from avdgp.experiments.zoo import ModelSpec, build_model
+    from avdgp.training import EpochProgress, float_type
     from gpflux_avdgp.prediction import predict_mixture
-    from gpflux_avdgp.training import EpochProgress, float_type
 
     x_train, y_train, x_test = load(args.dataset, args.synthetic_rows)
     kind, rule = MODELS[args.model]

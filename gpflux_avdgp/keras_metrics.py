@@ -9,7 +9,7 @@ the likelihood may be left out: ``compile`` gives each metric the model's.
 
 Every metric is a mean over the rows seen since the last reset (weighted by
 ``sample_weight`` when given in ``weighted_metrics``); :class:`MixtureRMSE` takes the square
-root of the mean squared error at the end. The NumPy twins in :mod:`gpflux_avdgp.metrics`
+root of the mean squared error at the end. The NumPy twins in :mod:`avdgp.metrics`
 compute the same numbers on a whole test set.
 """
 
@@ -275,7 +275,7 @@ class MixtureAccuracy(_ClassMetric):
 @tf_keras.utils.register_keras_serializable(package="gpflux_avdgp")
 class MixtureBrier(_ClassMetric):
     """Brier score: ``(p - y)^2`` (Bernoulli) or ``sum_k (p_k - [y = k])^2`` (``K`` classes),
-    as :func:`gpflux_avdgp.metrics.brier_score` and ``multiclass_metrics`` compute it."""
+    as :func:`avdgp.metrics.brier_score` and ``multiclass_metrics`` compute it."""
 
     def __init__(self, likelihood=None, *, name: str = "brier", **kwargs):
         super().__init__(likelihood, name=name, **kwargs)

@@ -11,9 +11,8 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 
 from .avdgp_model import AVDGPModel
-from .core.mixture import GaussianMixture, unpack_numpy
+from .core.mixture import GaussianMixture, mixture_moments, unpack_numpy
 from .layers.likelihood_layer import TrainableLikelihood
-from .metrics.common import mixture_moments
 from .objectives import component_y_moments, is_classifier, mixture_log_density
 from .validation import check_feature_matrix, check_positive_int
 
@@ -47,11 +46,11 @@ class PredictiveMixture:
 
     def f_moments(self) -> tuple[np.ndarray, np.ndarray]:
         """Mixture mean and total variance of ``f``, each ``[N, Q]``."""
-        return mixture_moments(self.weights, self.f_means, self.f_variances)
+        return _numpy_moments(self.weights, self.f_means, self.f_variances)
 
     def y_moments(self) -> tuple[np.ndarray, np.ndarray]:
         """Mixture mean and total variance of ``y``, each ``[N, Q]``."""
-        return mixture_moments(self.weights, self.y_means, self.y_variances)
+        return _numpy_moments(self.weights, self.y_means, self.y_variances)
 
     def log_density(self, targets: np.ndarray) -> np.ndarray:
         """``log p(y | x) = log sum_s w_s p(y | s)`` per test point, ``[N]``."""
@@ -75,6 +74,17 @@ class PredictiveMixture:
                 f"the model has {type(self.likelihood).__name__}"
             )
         return self.y_moments()[0]
+
+
+def _numpy_moments(
+    weights: np.ndarray, means: np.ndarray, variances: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`~gpflux_avdgp.core.mixture.mixture_moments` of NumPy arrays ``[N, S]``,
+    ``[N, S, Q]``, ``[N, S, Q]``: ``mean [N, Q]`` and ``variance [N, Q]``."""
+    mean, variance = mixture_moments(
+        tf.constant(weights), tf.constant(means), tf.constant(variances)
+    )
+    return mean.numpy(), variance.numpy()
 
 
 def model_likelihood(

@@ -11,8 +11,8 @@ from typing import Sequence
 
 import numpy as np
 
-from gpflux_avdgp.cli import main
-from gpflux_avdgp.training.rundir import array_data, prepare_run_dir
+from avdgp.cli import main
+from avdgp.training.rundir import array_data, prepare_run_dir
 
 #: ``(rtol, atol)`` of float64 maths against the NumPy loop references of ``reference.py``: the
 #: same formulas summed in another order (and Cholesky solves instead of inverses), so agreement

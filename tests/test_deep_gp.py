@@ -13,11 +13,11 @@ from gpflow.keras import tf_keras
 from gpflux_avdgp import (
     AmortizedGPLayer,
     AVDGPLoss,
-    MixtureLikelihoodLayer,
     TrainableLikelihood,
     as_deep_gp,
     predict_mixture,
 )
+from gpflux_avdgp.deep_gp import MixtureLikelihoodLayer
 
 NUM_DATA = 120
 

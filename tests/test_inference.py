@@ -7,7 +7,7 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 from helpers import REFERENCE_TOLERANCE
 
-from gpflux_avdgp import AffineInference, MLPInference
+from gpflux_avdgp.inference import AffineInference, MLPInference
 
 RTOL, ATOL = REFERENCE_TOLERANCE
 N, D, M, Q = 4, 3, 3, 2

@@ -18,8 +18,8 @@ from gpflow.keras import tf_keras
 from reference import gaussian_mixture_crps_integral
 
 import gpflux_avdgp as ga
+from avdgp.metrics import brier_score, error_rate, gaussian_mixture_nll, mean_crps
 from gpflux_avdgp.keras_metrics import gaussian_mixture_crps
-from gpflux_avdgp.metrics import brier_score, error_rate, gaussian_mixture_nll, mean_crps
 
 NUM_DATA = 200
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import gpflow
 import pytest
 
+from avdgp.experiments.zoo import ModelSpec, build_model
 from gpflux_avdgp import build_avdgp
-from gpflux_avdgp.experiments.zoo import ModelSpec, build_model
 from gpflux_avdgp.models import expansion_points
 
 

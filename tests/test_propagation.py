@@ -9,9 +9,9 @@ from gpflow.keras import tf_keras
 from helpers import REFERENCE_TOLERANCE
 from scipy import stats
 
-from gpflux_avdgp import AmortizedGPLayer, GaussianMixture, PropagationRule, propagate
+from gpflux_avdgp import AmortizedGPLayer, GaussianMixture, PropagationRule
 from gpflux_avdgp.core.mixture import unpack_numpy
-from gpflux_avdgp.propagation import layer_rule_and_objective
+from gpflux_avdgp.propagation import layer_rule_and_objective, propagate
 
 RTOL, ATOL = REFERENCE_TOLERANCE
 B, D, S, NUM_DATA = 4, 2, 4, 50

@@ -13,16 +13,15 @@ from gpflow.keras import tf_keras
 
 import gpflux_avdgp
 from gpflux_avdgp import (
-    AffineInference,
     AmortizedGPLayer,
     AVDGPLoss,
     GaussianMixture,
-    MLPInference,
     PropagationRule,
     SigmaPointGPLayer,
     TrainableLikelihood,
     build_avdgp,
 )
+from gpflux_avdgp.inference import AffineInference, MLPInference
 
 
 @pytest.fixture
@@ -78,8 +77,8 @@ def test_valid_choices_are_case_insensitive_and_accept_enums():
         1, 4, 10, rule=PropagationRule.AR1, kl_convention="PER_POINT", inference="MLP"
     )
     assert layer.rule is PropagationRule.AR1
-    assert layer.kl_convention is gpflux_avdgp.KLConvention.PER_POINT
-    assert layer.inference_kind is gpflux_avdgp.InferenceKind.MLP
+    assert layer.kl_convention is gpflux_avdgp.layers.KLConvention.PER_POINT
+    assert layer.inference_kind is gpflux_avdgp.inference.InferenceKind.MLP
     assert AmortizedGPLayer(1, np.int64(3), np.int32(10)).num_inducing == 3
 
 
@@ -188,12 +187,12 @@ def test_unpack_rejects_bad_shapes(shape, match):
 @pytest.mark.parametrize("shape", [(3,), (2, 1, 1, 3)])
 def test_to_mixture_rejects_bad_ranks(shape):
     with pytest.raises(ValueError, match=r"layer input: expected a rank-2 tensor .* or a rank-3"):
-        gpflux_avdgp.to_mixture(tf.zeros(shape, tf.float64))
+        gpflux_avdgp.core.mixture.to_mixture(tf.zeros(shape, tf.float64))
 
 
 def test_to_mixture_rejects_a_bad_width():
     with pytest.raises(ValueError, match=r"last axis must have width 2 \* D \+ 1"):
-        gpflux_avdgp.to_mixture(tf.zeros([2, 3, 6], tf.float64))
+        gpflux_avdgp.core.mixture.to_mixture(tf.zeros([2, 3, 6], tf.float64))
 
 
 def test_unpack_and_to_mixture_accept_numpy():
@@ -201,7 +200,7 @@ def test_unpack_and_to_mixture_accept_numpy():
     mixture = GaussianMixture.unpack(packed)
     np.testing.assert_array_equal(mixture.means.numpy(), packed[..., :2])
     np.testing.assert_array_equal(mixture.log_weights.numpy(), packed[..., 4])
-    assert gpflux_avdgp.to_mixture(np.zeros((4, 3))).means.shape == (4, 1, 3)
+    assert gpflux_avdgp.core.mixture.to_mixture(np.zeros((4, 3))).means.shape == (4, 1, 3)
 
 
 # ----------------------------------------------------------------- propagate
@@ -214,20 +213,20 @@ def test_propagate_validates_and_coerces_the_rule():
     sigma_points = tf.constant([[1.0, 2.0], [-3.0, 0.5]], tf.float64)
     log_weights = tf.math.log(tf.constant([0.25, 0.75], tf.float64))
     # a string rule means the same as the enum (sigma points, not Monte Carlo draws)
-    propagated = gpflux_avdgp.propagate(
+    propagated = gpflux_avdgp.propagation.propagate(
         mixture, "ar2p", num_points=2, sigma_points=sigma_points, log_weights=log_weights
     )
     np.testing.assert_array_equal(
         propagated.locations.numpy(), np.broadcast_to(sigma_points.numpy(), (2, 2, 2))
     )
     with pytest.raises(ValueError, match=r"rule: expected one of .* got 'ar3'"):
-        gpflux_avdgp.propagate(mixture, "ar3", num_points=2)
+        gpflux_avdgp.propagation.propagate(mixture, "ar3", num_points=2)
     with pytest.raises(ValueError, match=r"num_points: .* got 0"):
-        gpflux_avdgp.propagate(mixture, "ar1", num_points=0)
+        gpflux_avdgp.propagation.propagate(mixture, "ar1", num_points=0)
     with pytest.raises(ValueError, match=r"sigma_points: required by rule 'ar2p'"):
-        gpflux_avdgp.propagate(mixture, PropagationRule.AR2P, num_points=2)
+        gpflux_avdgp.propagation.propagate(mixture, PropagationRule.AR2P, num_points=2)
     with pytest.raises(ValueError, match=r"log_weights: required by rule 'ar2p'"):
-        gpflux_avdgp.propagate(
+        gpflux_avdgp.propagation.propagate(
             mixture, PropagationRule.AR2P, num_points=2, sigma_points=sigma_points
         )
 

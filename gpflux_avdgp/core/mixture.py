@@ -33,7 +33,7 @@ def mixture_moments(
 
     The variance is ``sum_s w_s (v_s + (m_s - mean)^2)``, which equals
     ``sum_s w_s (v_s + m_s^2) - mean^2`` but does not cancel catastrophically. The NumPy twin
-    for scoring is :func:`gpflux_avdgp.metrics.common.mixture_moments`.
+    for scoring is :func:`avdgp.metrics.common.mixture_moments`.
 
     :param weights: ``[N, S]`` mixture weights (summing to one over ``S``).
     :param means: ``[N, S, D]`` component means.

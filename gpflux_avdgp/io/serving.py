@@ -119,7 +119,7 @@ def _scaling(
         if missing:
             raise ValueError(
                 f"standardizer: expected x_mean, x_std, y_mean and y_std (like "
-                f"gpflux_avdgp.data.Standardizer), {', '.join(missing)} missing in "
+                f"avdgp.data.Standardizer), {', '.join(missing)} missing in "
                 f"{type(standardizer).__name__}"
             )
     for first, second in (("x_mean", "x_std"), ("y_mean", "y_std")):
@@ -278,7 +278,7 @@ def export(
         :class:`~gpflux_avdgp.TrainableLikelihood`.
     :param standardizer: an object or ``dict`` with ``x_mean`` ``[D]``, ``x_std`` ``[D]``,
         ``y_mean`` and ``y_std`` (scalars or ``[Q]``), such as
-        :class:`~gpflux_avdgp.data.Standardizer`: the export then takes raw
+        :class:`~avdgp.data.Standardizer`: the export then takes raw
         features and returns moments and log densities in the targets' original units.
     :param x_mean: instead of ``standardizer``: input means ``[D]`` (with ``x_std``).
     :param x_std: input standard deviations ``[D]``, positive.

@@ -8,7 +8,7 @@ used to fail deep inside GPflow or TensorFlow, never naming the fix:
   (GPflux never gives it one) and names :class:`~gpflux_avdgp.SigmaPointGPLayer`.
 - ``gpflux.layers.LikelihoodLayer`` (``DeepGP``'s last layer; it reads a Gaussian ``q(f)``):
   a bare ``AssertionError``. It gets a ``build`` that refuses rank-3 inputs and names
-  :func:`~gpflux_avdgp.as_deep_gp` (whose :class:`~gpflux_avdgp.MixtureLikelihoodLayer`
+  :func:`~gpflux_avdgp.as_deep_gp` (whose :class:`~gpflux_avdgp.deep_gp.MixtureLikelihoodLayer`
   defines its own ``build``).
 
 ``gpflux.losses.LikelihoodLoss`` on a packed mixture is not refused but computed, by
@@ -51,7 +51,7 @@ _LIKELIHOOD_LAYER_BUILD = _build_refusing_rank_3(
     "GPflux's LikelihoodLayer reads a Gaussian q(f) [batch, outputs] (a GPLayer's output), got "
     "the packed mixture {shape} of a gpflux_avdgp layer; build the DeepGP with "
     "gpflux_avdgp.as_deep_gp(f_layers, likelihood) (its likelihood layer is "
-    "gpflux_avdgp.MixtureLikelihoodLayer)"
+    "gpflux_avdgp.deep_gp.MixtureLikelihoodLayer)"
 )
 
 

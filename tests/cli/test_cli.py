@@ -1,7 +1,7 @@
 """End-to-end tests of the ``avdgp`` command line (``fit``, ``demo``, ``bench``) on tiny data.
 
-Most cases call :func:`gpflux_avdgp.cli.main` in-process (TensorFlow is imported once); a few go
-through a real ``python -m gpflux_avdgp`` / ``avdgp`` subprocess to check exit statuses and that
+Most cases call :func:`avdgp.cli.main` in-process (TensorFlow is imported once); a few go
+through a real ``python -m avdgp`` / ``avdgp`` subprocess to check exit statuses and that
 no traceback reaches the user. Training runs use one epoch, a handful of rows, 4 inducing points
 and S = 4: most of their cost is tracing the TF graphs, not the optimisation.
 """
@@ -27,8 +27,8 @@ import numpy as np
 import pytest
 from helpers import UCI_ROOT, assert_one_line_cli_error
 
-from gpflux_avdgp.cli import main
-from gpflux_avdgp.experiments import bench
+from avdgp.cli import main
+from avdgp.experiments import bench
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -709,7 +709,7 @@ def test_help_lists_the_options(capsys):
 
 
 # ---------------------------------------------------------------------------------------------
-# Real processes: ``python -m gpflux_avdgp`` and the ``avdgp`` console script
+# Real processes: ``python -m avdgp`` and the ``avdgp`` console script
 # ---------------------------------------------------------------------------------------------
 
 
@@ -736,7 +736,7 @@ def _avdgp_script() -> Optional[str]:
 
 @pytest.mark.slow
 def test_module_missing_file_in_a_real_process(tmp_path):
-    result = _run([sys.executable, "-m", "gpflux_avdgp", "fit", "missing.csv"], tmp_path)
+    result = _run([sys.executable, "-m", "avdgp", "fit", "missing.csv"], tmp_path)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr and result.stdout == ""
     assert result.stderr == "avdgp: error: missing.csv: no such file or folder\n"
@@ -760,7 +760,7 @@ def test_console_script_unknown_model_in_a_real_process(tmp_path):
 def test_module_fit_in_a_real_process(tmp_path, rng):
     x, y = regression_data(rng, 100, 2)
     data = write_table(tmp_path / "small.csv", np.column_stack([x, y]).tolist())
-    command = [sys.executable, "-m", "gpflux_avdgp", "fit", data, *DEEP, *TINY]
+    command = [sys.executable, "-m", "avdgp", "fit", data, *DEEP, *TINY]
     # TF_CPP_MIN_LOG_LEVEL=2 hides TensorFlow's graph-optimiser warnings during training.
     result = _run([*command, "--json", "small.json"], tmp_path, TF_CPP_MIN_LOG_LEVEL="2")
     assert result.returncode == 0, result.stderr

@@ -15,8 +15,8 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 from helpers import assert_one_line_cli_error, run_cli, write_shard
 
-from gpflux_avdgp.training.fit import _describe_non_finite_step, is_numerical_failure
-from gpflux_avdgp.training.progress import EpochProgress
+from avdgp.training.fit import _describe_non_finite_step, is_numerical_failure
+from avdgp.training.progress import EpochProgress
 
 TINY = ["--epochs", "2", "--batch-size", "40", "--points", "4", "--quiet"]
 SHALLOW = ["--model", "sgp-avi", "--inducing", "4"]

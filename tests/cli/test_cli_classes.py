@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from helpers import FIXTURES_DIR, assert_one_line_cli_error, run_cli
 
-from gpflux_avdgp.cli.parser import UsageError
-from gpflux_avdgp.cli.predict import _class_rows
+from avdgp.cli.parser import UsageError
+from avdgp.cli.predict import _class_rows
 
 IRIS = FIXTURES_DIR / "iris.csv"
 SPECIES = ["setosa", "versicolor", "virginica"]

@@ -1,6 +1,6 @@
 """``avdgp fit --strategy``: data-parallel training from the command line.
 
-One concurrent launch (``python -m gpflux_avdgp fit`` subprocesses, CPU only) trains the same
+One concurrent launch (``python -m avdgp fit`` subprocesses, CPU only) trains the same
 small AR2 model on one device, under ``--strategy mirrored`` on two logical CPUs
 (``$AVDGP_CPU_DEVICES=2``), and under ``--strategy multiworker`` as two workers on 127.0.0.1;
 two more mirrored runs check the batch-size rules. The distributed records equal the
@@ -20,7 +20,7 @@ import pytest
 from cluster import Finished, run_cluster  # tests/ has no __init__.py: pytest puts it on sys.path
 from helpers import assert_one_line_cli_error, run_cli
 
-from gpflux_avdgp.cli import main
+from avdgp.cli import main
 
 #: A small AR2 model, 2 epochs, global batch 40 (160 training rows after the 8:1:1 split).
 FIT = [
@@ -41,7 +41,7 @@ def write_data(path: Path) -> Path:
 
 
 def fit_command(data: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "gpflux_avdgp", "fit", str(data), *FIT, *args]
+    return [sys.executable, "-m", "avdgp", "fit", str(data), *FIT, *args]
 
 
 def stderr_lines(finished: Finished) -> list[str]:
@@ -227,7 +227,7 @@ def test_a_lost_worker_is_reported_in_one_line(capsys, monkeypatch, data):
     a worker killed after its first epoch): one line naming the lost task, exit status 1."""
     import tensorflow as tf
 
-    import gpflux_avdgp.experiments.runner as runner
+    import avdgp.experiments.runner as runner
 
     def lost(*args, **kwargs):
         raise tf.errors.UnavailableError(

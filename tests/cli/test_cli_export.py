@@ -20,8 +20,8 @@ import pytest
 import tensorflow as tf
 from helpers import SAME_NUMBERS_RTOL, assert_one_line_cli_error
 
-from gpflux_avdgp import metrics
-from gpflux_avdgp.cli import main
+from avdgp import metrics
+from avdgp.cli import main
 
 TINY = ["--epochs", "1", "--batch-size", "50", "--points", "4", "--quiet"]
 DEEP = ["--layers", "2", "--hidden-dims", "2", "--inducing", "4,4"]

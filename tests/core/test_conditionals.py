@@ -6,7 +6,7 @@ import reference  # tests/ has no __init__.py: pytest puts it on sys.path
 import tensorflow as tf
 from helpers import REFERENCE_TOLERANCE
 
-from gpflux_avdgp import amortized_conditional, amortized_kl
+from gpflux_avdgp.core.conditionals import amortized_conditional, amortized_kl
 
 RTOL, ATOL = REFERENCE_TOLERANCE
 N, M, P, Q, D = 3, 4, 3, 2, 2

@@ -7,7 +7,7 @@ import reference  # tests/ has no __init__.py: pytest puts it on sys.path
 import tensorflow as tf
 from helpers import REFERENCE_TOLERANCE
 
-from gpflux_avdgp import pointwise_covariances
+from gpflux_avdgp.core.covariances import pointwise_covariances
 
 RTOL, ATOL = REFERENCE_TOLERANCE
 B, M, P, D = 4, 3, 2, 3

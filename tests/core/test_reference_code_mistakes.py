@@ -45,7 +45,9 @@ def _identical_mixture(batch: int, components: int, dim: int) -> GaussianMixture
 def test_ar1_draws_differ_across_datapoints_and_components(input_components):
     batch, num_points, dim = 7, 4, 2
     mixture = _identical_mixture(batch, input_components, dim)
-    propagated = gpflux_avdgp.propagate(mixture, PropagationRule.AR1, num_points=num_points)
+    propagated = gpflux_avdgp.propagation.propagate(
+        mixture, PropagationRule.AR1, num_points=num_points
+    )
     locations = propagated.locations.numpy()
     assert locations.shape == (batch, num_points, dim)
     # every (datapoint, component) pair has its own draw: no b mod S pairing, no sharing
@@ -59,7 +61,7 @@ def test_ar1_draws_have_the_input_moments():
     """Independent draws per datapoint: the draws over identical rows are N(m, v)."""
     batch, dim = 4000, 2
     mixture = _identical_mixture(batch, 1, dim)
-    locations = gpflux_avdgp.propagate(
+    locations = gpflux_avdgp.propagation.propagate(
         mixture, PropagationRule.AR1, num_points=1, seed=3
     ).locations.numpy()[:, 0, :]
     mean, var = mixture.means.numpy()[0, 0], mixture.variances.numpy()[0, 0]
@@ -214,7 +216,7 @@ def test_bernoulli_log_density_uses_expected_probit(rng):
 @pytest.mark.parametrize("full_rank", [False, True])
 def test_affine_inference_networks_follow_the_paper(input_dim, full_rank):
     num_inducing, output_dim = 3, 2
-    inference = gpflux_avdgp.AffineInference(
+    inference = gpflux_avdgp.inference.AffineInference(
         num_inducing, output_dim, full_rank=full_rank, dtype=tf.float64
     )
     inference.build((None, input_dim))
@@ -230,7 +232,7 @@ def test_affine_inference_networks_follow_the_paper(input_dim, full_rank):
 @pytest.mark.parametrize("input_dim", [2, 6])
 def test_mlp_inference_network_follows_the_paper(input_dim):
     num_inducing, output_dim = 2, 3
-    inference = gpflux_avdgp.MLPInference(num_inducing, output_dim, dtype=tf.float64)
+    inference = gpflux_avdgp.inference.MLPInference(num_inducing, output_dim, dtype=tf.float64)
     inference.build((None, input_dim))
     out_size = num_inducing * input_dim + 2 * num_inducing * output_dim
     _assert_paper_mlp(inference.network, input_dim, out_size)
@@ -277,7 +279,7 @@ def test_sigma_points_are_not_squashed():
     mixture = _identical_mixture(3, 1, 2)
     sigma_points = tf.constant([[7.0, -9.0], [0.5, 0.0], [-12.0, 3.0]], tf.float64)
     log_weights = tf.math.log(tf.constant([0.2, 0.3, 0.5], tf.float64))
-    propagated = gpflux_avdgp.propagate(
+    propagated = gpflux_avdgp.propagation.propagate(
         mixture,
         PropagationRule.AR2P,
         num_points=3,

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from gpflux_avdgp.data import DataError, csv_shard_dataset, load_dataset, scan_csv_shards
-from gpflux_avdgp.experiments.streaming_runner import ShardWatch, _shard_failure
+from avdgp.data import DataError, csv_shard_dataset, load_dataset, scan_csv_shards
+from avdgp.experiments.streaming_runner import ShardWatch, _shard_failure
 
 
 def _rows(rng: np.random.Generator, n: int = 12, columns: int = 3) -> list[str]:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from helpers import FIXTURES_DIR
 
-from gpflux_avdgp.data import (
+from avdgp.data import (
     MAX_CLASSES,
     DataError,
     Dataset,
@@ -17,7 +17,7 @@ from gpflux_avdgp.data import (
     format_label,
     load_dataset,
 )
-from gpflux_avdgp.data.labels import check_class_count
+from avdgp.data.labels import check_class_count
 
 IRIS = FIXTURES_DIR / "iris.csv"
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from helpers import UCI_ROOT
 
-from gpflux_avdgp.data import (
+from avdgp.data import (
     DataError,
     Dataset,
     Standardizer,

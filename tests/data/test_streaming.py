@@ -1,4 +1,4 @@
-"""Data larger than memory: CSV shards streamed through ``tf.data`` (``gpflux_avdgp.data``).
+"""Data larger than memory: CSV shards streamed through ``tf.data`` (``avdgp.data``).
 
 * NumPy references: the one-pass statistics equal NumPy's moments of the concatenated shards
   (plain and gzip, with and without a header, many chunks, a large offset); the pipeline yields
@@ -29,17 +29,16 @@ from gpflow.keras import tf_keras
 from helpers import SCRIPTS_DIR, assert_one_line_cli_error, write_shard
 
 import gpflux_avdgp
-from gpflux_avdgp.cli import main
-from gpflux_avdgp.data import (
+from avdgp.cli import main
+from avdgp.data import (
     DataError,
-    ShardStatistics,
     Standardizer,
     csv_shard_dataset,
     resolve_shards,
     scan_csv_shards,
 )
-from gpflux_avdgp.experiments.zoo import ModelSpec, build_model
-from gpflux_avdgp.training import TrainConfig, fit_model_on_dataset, float_type
+from avdgp.experiments.zoo import ModelSpec, build_model
+from avdgp.training import TrainConfig, fit_model_on_dataset, float_type
 
 SCRIPT = SCRIPTS_DIR / "stream_memory.py"
 TINY = ["--epochs", "2", "--batch-size", "50", "--points", "4", "--quiet"]
@@ -614,8 +613,8 @@ def test_cli_classification_test_labels_must_be_training_labels(capsys, tmp_path
 def test_uci_folder_is_not_streamed(tmp_path):
     """A folder with data.csv(.gz) keeps the UCI layout; a folder of other CSV files, a
     pattern or --test-data stream."""
-    from gpflux_avdgp.cli import build_parser
-    from gpflux_avdgp.cli.fit import _streams
+    from avdgp.cli import build_parser
+    from avdgp.cli.fit import _streams
 
     def streams(*args):
         return _streams(build_parser().parse_args(["fit", *map(str, args)]))
@@ -686,21 +685,10 @@ def test_streamed_epoch_memory_for_400_mb_of_csv(tmp_path):
     assert loaded["epoch_growth"] > bound, loaded
 
 
-def test_public_names():
-    """The streaming API is exported at the package's top level (docs/large_data.md)."""
-    assert gpflux_avdgp.csv_shard_dataset is csv_shard_dataset
-    assert gpflux_avdgp.scan_csv_shards is scan_csv_shards
-    assert gpflux_avdgp.resolve_shards is resolve_shards
-    assert gpflux_avdgp.ShardStatistics is ShardStatistics
-    assert {"csv_shard_dataset", "scan_csv_shards", "resolve_shards", "ShardStatistics"} <= set(
-        gpflux_avdgp.__all__
-    )
-
-
 def test_streaming_save_folder_resumes_only_the_same_data(tmp_path, rng):
     """``settings.json`` fingerprints the scan (rows per shard, column moments): the same
     shards, also moved, resume; a changed shard is refused."""
-    from gpflux_avdgp.training.rundir import prepare_run_dir, shard_data
+    from avdgp.training.rundir import prepare_run_dir, shard_data
 
     def prepare_streaming_save_dir(folder, spec, statistics, config, dataset):
         return prepare_run_dir(

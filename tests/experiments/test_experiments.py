@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from avdgp._quiet_tensorflow import _is_noise
+from avdgp.data import Split, Standardizer, epoch_shuffled_batches
+from avdgp.experiments import bench, bench_results, bench_tables, demo, runner, zoo
+from avdgp.metrics import multiclass_metrics
 from gpflux_avdgp import AmortizedGPLayer, PredictiveMixture, SigmaPointGPLayer, training
-from gpflux_avdgp._quiet_tensorflow import _is_noise
-from gpflux_avdgp.data import Split, Standardizer, epoch_shuffled_batches
-from gpflux_avdgp.experiments import bench, bench_results, bench_tables, demo, runner, zoo
 from gpflux_avdgp.inference import MLPInference
-from gpflux_avdgp.metrics import multiclass_metrics
 from gpflux_avdgp.objectives import Objective
 from gpflux_avdgp.prediction import predict_mixture
 from gpflux_avdgp.propagation import PropagationRule
@@ -429,13 +429,13 @@ def test_summary_uses_the_longest_run_per_seed(tmp_path):
     "argv, orig_argv, expected",
     [
         (["/venv/bin/avdgp", "fit"], ["python", "/venv/bin/avdgp", "fit"], True),
-        (["-m"], ["python", "-m", "gpflux_avdgp", "demo"], True),
+        (["-m"], ["python", "-m", "avdgp", "demo"], True),
         (["-m"], ["python", "-m", "pytest"], False),
         (["script.py"], ["python", "script.py"], False),
     ],
 )
 def test_cli_detection(monkeypatch, argv, orig_argv, expected):
-    from gpflux_avdgp._quiet_tensorflow import running_the_cli
+    from avdgp._quiet_tensorflow import running_the_cli
 
     monkeypatch.setattr(sys, "argv", argv)
     monkeypatch.setattr(sys, "orig_argv", orig_argv)

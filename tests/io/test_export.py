@@ -23,8 +23,8 @@ from gpflow.keras import tf_keras
 from helpers import SAME_NUMBERS_RTOL
 
 import gpflux_avdgp
-from gpflux_avdgp import metrics
-from gpflux_avdgp.data import Standardizer
+from avdgp import metrics
+from avdgp.data import Standardizer
 from gpflux_avdgp.io.serving import METADATA_FILE, SIGNATURES
 
 BATCH_SIZES = (1, 7, 50)

@@ -32,11 +32,11 @@ import gpflux_avdgp
 from gpflux_avdgp import (
     AmortizedGPLayer,
     AVDGPLoss,
-    ModelFileError,
     SigmaPointGPLayer,
     TrainableLikelihood,
     predict_mixture,
 )
+from gpflux_avdgp.io.saving import ModelFileError
 from gpflux_avdgp.layers.gpflux_adapter import gp_layer_from_config, gp_layer_to_config
 
 # "" is the TensorFlow SavedModel format (a directory); saving one traces every layer, so its

@@ -25,8 +25,8 @@ from test_saving import (  # tests/ has no __init__.py: pytest puts it on sys.pa
 )
 
 import gpflux_avdgp
+from avdgp.experiments.zoo import ModelSpec, build_model
 from gpflux_avdgp import AmortizedGPLayer, training
-from gpflux_avdgp.experiments.zoo import ModelSpec, build_model
 
 #: (model, rule, task): every family, every AVDGP rule, both tasks.
 ZOO = [

@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
+from avdgp.metrics.common import mixture_moments
 from gpflux_avdgp import (
     AmortizedGPLayer,
     AVDGPLoss,
@@ -16,7 +17,6 @@ from gpflux_avdgp import (
     TrainableLikelihood,
     load_model,
 )
-from gpflux_avdgp.metrics.common import mixture_moments
 
 
 def _packed(rng, batch: int, components: int, dim: int) -> np.ndarray:

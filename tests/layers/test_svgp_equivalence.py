@@ -49,7 +49,7 @@ def _freeze_inference(
 ) -> None:
     """Make ``layer.inference`` return the same ``(Z, q_mu, q_sqrt)`` for every input."""
     inference = layer.inference
-    assert isinstance(inference, gpflux_avdgp.AffineInference)
+    assert isinstance(inference, gpflux_avdgp.inference.AffineInference)
     inference.affine_weights.assign(np.zeros(inference.affine_weights.shape))
     inference.affine_biases.assign(inducing)
     mean_out = inference.mean_network.layers[-1]

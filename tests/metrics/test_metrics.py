@@ -1,4 +1,4 @@
-"""``gpflux_avdgp.metrics`` against scoringrules, quadrature, SciPy loops and values by hand."""
+"""``avdgp.metrics`` against scoringrules, quadrature, SciPy loops and values by hand."""
 
 import math
 
@@ -7,7 +7,7 @@ import pytest
 import scoringrules
 from scipy import integrate, special, stats
 
-from gpflux_avdgp import metrics
+from avdgp import metrics
 
 RTOL = 1e-10
 ATOL = 1e-12
@@ -213,7 +213,7 @@ def test_trailing_singleton_axes_are_squeezed(rng):
 def test_mixture_moments_of_several_outputs_equal_one_output_at_a_time(rng):
     """The unchecked ``[N, S, Q]`` form shared with ``PredictiveMixture`` scores each output
     like the checked ``[N, S]`` one."""
-    from gpflux_avdgp.metrics.common import mixture_moments
+    from avdgp.metrics.common import mixture_moments
 
     weights, means, variances = random_mixture(rng, 8, 5)
     spread = np.stack([means, 2.0 * means - 1.0, -means], axis=-1)  # [N, S, 3]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpflux_avdgp import metrics
+from avdgp import metrics
 
 
 def test_values_by_hand():

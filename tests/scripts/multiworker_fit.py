@@ -3,10 +3,10 @@
     python multiworker_fit.py OUT.json RULES [--csv-dir DIR]
 
 ``RULES`` is comma-separated (e.g. ``ar2p,ar2``). With ``TF_CONFIG`` set this process is one
-worker of the cluster it describes (``gpflux_avdgp.training.distribute.strategy_from_name
+worker of the cluster it describes (``avdgp.training.distribute.strategy_from_name
 ("multiworker")``, created first, before TensorFlow runs anything); without it, it trains on
 one device with no strategy. OUT.json receives, per rule, the epoch losses and the final
-float weights from ``gpflux_avdgp.training.fit_model`` (3 epochs, global batch 40,
+float weights from ``avdgp.training.fit_model`` (3 epochs, global batch 40,
 the runner's own data pipeline), and how the data were split:
 
 * ``replicas``: ``[replica id, replicas in sync]`` as the layers see them;
@@ -26,7 +26,7 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ["CUDA_VISIBLE_DEVICES"] = ""
 
-from gpflux_avdgp.training.distribute import strategy_from_name  # noqa: E402
+from avdgp.training.distribute import strategy_from_name  # noqa: E402
 
 # MultiWorkerMirroredStrategy must exist before TensorFlow runs an operation.
 STRATEGY = strategy_from_name("multiworker") if os.environ.get("TF_CONFIG") else None
@@ -35,15 +35,15 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from gpflow.keras import tf_keras  # noqa: E402
 
-from gpflux_avdgp.data import epoch_shuffled_batches  # noqa: E402
-from gpflux_avdgp.experiments.zoo import ModelSpec, build_model  # noqa: E402
-from gpflux_avdgp.layers.base import _replica_position  # noqa: E402
-from gpflux_avdgp.training import (  # noqa: E402
+from avdgp.data import epoch_shuffled_batches  # noqa: E402
+from avdgp.experiments.zoo import ModelSpec, build_model  # noqa: E402
+from avdgp.training import (  # noqa: E402
     TrainConfig,
     fit_model,
     float_type,  # noqa: E402
 )
-from gpflux_avdgp.training.distribute import shard_global_batches  # noqa: E402
+from avdgp.training.distribute import shard_global_batches  # noqa: E402
+from gpflux_avdgp.layers.base import _replica_position  # noqa: E402
 
 ROWS, BATCH, EPOCHS = 200, 40, 3
 

@@ -3,8 +3,8 @@
 Under ``MirroredStrategy`` on two logical CPU devices each replica gets half of every global
 batch; the losses are summed across replicas by Keras, and the AR1/AR2 Monte Carlo draws of
 replica ``r`` are rows ``r B .. (r + 1) B`` of the draws one device makes for the global batch
-(:func:`gpflux_avdgp.propagate`'s ``replica``), so the loss trajectory and the weights equal
-single-device training up to float round-off, for the stochastic rules too. With GPUs,
+(:func:`gpflux_avdgp.propagation.propagate`'s ``replica``), so the loss trajectory and the
+weights equal single-device training up to float round-off, for the stochastic rules too. With GPUs,
 ``strategy_from_name("mirrored")`` trains on all of them (skipped on machines without one).
 """
 

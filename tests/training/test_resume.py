@@ -25,18 +25,18 @@ from gpflow.keras import tf_keras
 from helpers import SCRIPTS_DIR, UCI_ROOT, prepare_split_run_dir
 
 import gpflux_avdgp
-from gpflux_avdgp.data import Split, epoch_shuffled_batches
-from gpflux_avdgp.experiments.runner import run
-from gpflux_avdgp.experiments.zoo import ModelSpec, build_model
-from gpflux_avdgp.layers.base import NON_FINITE_MESSAGE
-from gpflux_avdgp.training import (
+from avdgp.data import Split, epoch_shuffled_batches
+from avdgp.experiments.runner import run
+from avdgp.experiments.zoo import ModelSpec, build_model
+from avdgp.training import (
     EpochProgress,
     TrainConfig,
     TrainingDiverged,
     fit_model,
     float_type,
 )
-from gpflux_avdgp.training.fit import _describe_non_finite_step
+from avdgp.training.fit import _describe_non_finite_step
+from gpflux_avdgp.layers.base import NON_FINITE_MESSAGE
 
 SCRIPT = SCRIPTS_DIR / "resumable_fit.py"
 
@@ -317,8 +317,8 @@ def test_gradient_failure_is_described_with_its_layer():
 def test_float32_training_on_standardised_uci_data_stays_finite():
     """A short float32 run of the paper's 3-layer AVDGP on a UCI split (see the benchmark
     ``benchmarks/float32_robustness.py`` for the longer measurement)."""
-    from gpflux_avdgp.data import Standardizer, load_dataset, split_dataset
-    from gpflux_avdgp.experiments.runner import standardise_split
+    from avdgp.data import Standardizer, load_dataset, split_dataset
+    from avdgp.experiments.runner import standardise_split
 
     root = UCI_ROOT / "concrete"
     dataset = load_dataset(root)
@@ -339,7 +339,7 @@ def test_float32_training_on_standardised_uci_data_stays_finite():
 # ----------------------------------------------------------------------- avdgp fit --save
 def _fit_command(data: Path, save: Path) -> list[str]:
     return [
-        sys.executable, "-m", "gpflux_avdgp", "fit", str(data), "--rule", "ar2", "--layers", "2",
+        sys.executable, "-m", "avdgp", "fit", str(data), "--rule", "ar2", "--layers", "2",
         "--hidden-dims", "2", "--inducing", "3,3", "--points", "4", "--epochs", "4",
         "--batch-size", "8", "--learning-rate", "0.01", "--seed", "3", "--save", str(save),
     ]  # fmt: skip

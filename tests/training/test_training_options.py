@@ -11,6 +11,8 @@ import pytest
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
+from avdgp.data import Split
+from avdgp.experiments import runner, zoo
 from gpflux_avdgp import (
     AmortizedGPLayer,
     AVDGPLoss,
@@ -19,8 +21,6 @@ from gpflux_avdgp import (
     predict_mixture,
     training,
 )
-from gpflux_avdgp.data import Split
-from gpflux_avdgp.experiments import runner, zoo
 
 
 def _data(rng, n=120):
@@ -258,7 +258,7 @@ def test_preset_reaches_the_layers_of_build_avdgp_and_the_zoo(preset, identity):
 
 
 def test_bench_rows_keep_their_preset(tmp_path):
-    from gpflux_avdgp.experiments import bench, bench_results
+    from avdgp.experiments import bench, bench_results
 
     path = tmp_path / "results.csv"
     legacy = [c for c in bench_results.COLUMNS if c not in ("preset", "best_epoch")]

@@ -18,7 +18,7 @@ import pytest
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from gpflux_avdgp.experiments.zoo import ModelSpec, build_model
+from avdgp.experiments.zoo import ModelSpec, build_model
 from gpflux_avdgp.prediction import mixture_network, pad_rows, padded_size, predict_mixture
 
 NUM_DATA, DIM, BATCH = 120, 3, 40

@@ -1,0 +1,69 @@
+"""What several ``avdgp`` commands share: the progress stream, one-line messages, output
+checks and the printed result record."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+from .parser import UsageError
+
+__all__ = ["check_output_file", "check_output_paths", "one_line", "print_record", "progress_stream"]
+
+
+def progress_stream(args) -> Optional[object]:
+    return None if args.quiet else sys.stderr
+
+
+def one_line(error: Exception) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def check_output_paths(json_file: Optional[str], save_dir: Optional[str]) -> None:
+    """Fail before training, not after, when an output cannot be written."""
+    if json_file is not None:
+        path = Path(json_file)
+        if path.is_dir():
+            raise UsageError(f"avdgp fit: --json {json_file}: is a folder, expected a file name")
+        parent = path.parent if str(path.parent) else Path(".")
+        if parent.exists() and not os.access(parent, os.W_OK):
+            raise UsageError(f"avdgp fit: --json {json_file}: folder {parent} is not writable")
+    if save_dir is not None:
+        path = Path(save_dir)
+        if path.exists() and not path.is_dir():
+            raise UsageError(f"avdgp fit: --save {save_dir}: is a file, expected a folder")
+        existing = next((p for p in [path, *path.parents] if p.exists()), Path("."))
+        if not os.access(existing, os.W_OK):
+            raise UsageError(f"avdgp fit: --save {save_dir}: {existing} is not writable")
+
+
+def check_output_file(command: str, option: str, value: Optional[str]) -> None:
+    if value is None:
+        return
+    path = Path(value)
+    if path.is_dir():
+        raise UsageError(f"avdgp {command}: {option} {value}: is a folder, expected a file name")
+    existing = next((p for p in path.absolute().parents if p.exists()), Path("."))
+    if not existing.is_dir() or not os.access(existing, os.W_OK):
+        raise UsageError(f"avdgp {command}: {option} {value}: {existing} is not writable")
+
+
+def print_record(record) -> None:
+    """Print a :class:`~avdgp.training.record.RunRecord`: sizes, test scores, seconds."""
+    scores = ", ".join(f"{key} {value:.4f}" for key, value in record.test.items())
+    print(
+        f"{record.label} on {record.dataset} (n_train {record.n_train}, n_test "
+        f"{record.n_test}, D {record.dim}, {record.epochs} epochs)"
+    )
+    print(f"  test (standardised units): {scores}")
+    if record.test_original_units:
+        original = ", ".join(
+            f"{key} {value:.4f}" for key, value in record.test_original_units.items()
+        )
+        print(f"  test (original units):     {original}")
+    print(
+        f"  {record.train_seconds_per_epoch:.2f} s/epoch (first epoch "
+        f"{record.first_epoch_seconds:.1f} s), predict {record.predict_seconds:.2f} s"
+    )

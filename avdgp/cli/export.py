@@ -1,0 +1,51 @@
+"""``avdgp export``: a saved model as a TensorFlow SavedModel for serving."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .parser import UsageError
+from .saved_run import load_saved_run
+
+__all__ = ["export_command"]
+
+
+def _check_export_dir(value: str) -> None:
+    path = Path(value)
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"avdgp export: EXPORT_DIR {value}: is a file, expected a folder")
+    if path.is_dir() and any(path.iterdir()) and not (path / "saved_model.pb").is_file():
+        raise UsageError(
+            f"avdgp export: EXPORT_DIR {value}: is a non-empty folder that holds no export; "
+            "choose a new folder (a previous export is overwritten)"
+        )
+    existing = next((p for p in [path, *path.absolute().parents] if p.exists()), Path("."))
+    if not os.access(existing, os.W_OK):
+        raise UsageError(f"avdgp export: EXPORT_DIR {value}: {existing} is not writable")
+
+
+def export_command(args) -> int:
+    from gpflux_avdgp.io.serving import SIGNATURES, export
+
+    from ..training import float_type
+
+    _check_export_dir(args.export_dir)
+    saved = load_saved_run(args.model_dir, "export")
+    extra = {
+        "task": saved.task,
+        "label": saved.label,
+        "feature_names": saved.data.get("feature_names"),
+        "target_name": saved.data.get("target_name"),
+        "classes": saved.data.get("classes"),
+    }
+    with float_type(saved.dtype):
+        path = export(saved.model, args.export_dir, standardizer=saved.standardizer, metadata=extra)
+    served = "outputs in original units"
+    if saved.task == "classification":
+        served = "predict_y's mean: the class probabilities, the labels in metadata()'s classes"
+    print(
+        f"{saved.label}: exported to {path} (signatures {', '.join(SIGNATURES)}; input x "
+        f"[N, {saved.num_features}] {saved.dtype} raw features; {served})"
+    )
+    return 0

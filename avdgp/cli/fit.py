@@ -1,0 +1,261 @@
+"""``avdgp fit``: train one model on a data set held in memory or on CSV shards streamed from
+disk, print its test scores and optionally save it."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import os
+import sys
+import warnings
+from pathlib import Path
+from typing import Optional
+
+from .common import check_output_paths, one_line, print_record, progress_stream
+from .parser import UsageError, checked
+
+__all__ = ["fit_command"]
+
+ENV_CPU_DEVICES = "AVDGP_CPU_DEVICES"
+
+
+def fit_command(args) -> int:
+    if _streams(args):
+        return _fit_streaming(args)
+    from ..data import Standardizer, load_dataset, split_dataset
+    from ..experiments.runner import run, standardise_split
+    from ..training.distribute import is_chief, worker_name
+
+    check_output_paths(args.json, args.save)
+    strategy = _fit_strategy(args.strategy)  # before TensorFlow runs any operation
+    chief = strategy is None or is_chief(strategy)
+    classification = args.task == "classification"
+    # classification: targets are class indices, ``classes`` the labels (numbers or text)
+    dataset = load_dataset(args.data, target=args.target, class_labels=classification)
+    classes = list(dataset.classes) if classification else None
+    split = split_dataset(
+        dataset,
+        seed=args.seed,
+        split=args.split,
+        test_fraction=args.test_fraction,
+        val_fraction=args.val_fraction,
+    )
+    scaler = Standardizer.fit(split.x_train, split.y_train, standardize_targets=not classification)
+    split = standardise_split(split, scaler)
+    spec = model_spec(args, num_classes=len(classes) if classes else 2)
+    spec.resolved_dims(), spec.resolved_inducing()  # validate before loading TF graphs
+    config = train_config(args)
+    with _one_line_warnings():
+        record = run(
+            spec,
+            split,
+            config,
+            dataset=dataset.name,
+            standardizer=scaler,  # classification: inputs only (y_mean 0, y_std 1)
+            stream=progress_stream(args) if chief else None,
+            save_dir=Path(args.save) if args.save else None,
+            strategy=strategy,
+            data_columns=_data_columns(args, dataset, classes),
+        )
+    if not chief:  # the chief prints the record and writes the files
+        if not args.quiet:
+            print(f"avdgp fit: {worker_name(strategy)} finished", file=sys.stderr)
+        return 0
+    return _finish(args, record)
+
+
+def model_spec(args, num_classes: int = 2):
+    """The :class:`~avdgp.experiments.zoo.ModelSpec` of ``avdgp fit`` (``num_classes``:
+    the classes found in the data, for classification)."""
+    from ..experiments.zoo import ModelSpec
+
+    return ModelSpec(
+        model=args.model,
+        rule=args.rule if args.model == "avdgp" else None,
+        task=args.task,
+        num_classes=num_classes,
+        num_layers=args.layers,
+        hidden_dims=args.hidden_dims,
+        num_inducing=args.inducing,
+        num_points=args.points,
+        seed=args.seed,
+        preset=args.preset,
+    )
+
+
+def train_config(args):
+    """The :class:`~avdgp.training.TrainConfig` of ``avdgp fit``."""
+    from ..training import TrainConfig
+
+    return TrainConfig.from_preset(
+        args.preset,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        learning_rate=args.learning_rate,
+        schedule=args.schedule,
+        restore_best=args.restore_best,
+        patience=args.patience,
+        seed=args.seed,
+        dtype=args.dtype,
+        steps_per_execution=args.steps_per_execution,
+    )
+
+
+@contextlib.contextmanager
+def _one_line_warnings():
+    """Show an :class:`~avdgp.training.distribute.UnevenBatchesWarning` as one line."""
+    from ..training.distribute import UnevenBatchesWarning
+
+    with warnings.catch_warnings():
+        show = warnings.showwarning
+
+        def show_in_one_line(message, category, filename, lineno, file=None, line=None):
+            if not issubclass(category, UnevenBatchesWarning):
+                return show(message, category, filename, lineno, file, line)
+            print(f"avdgp fit: warning: {one_line(message)}", file=sys.stderr)
+
+        warnings.showwarning = show_in_one_line
+        yield
+
+
+def _fit_strategy(name: str):
+    """The ``--strategy`` of ``fit`` (``None`` for ``default``); with ``$AVDGP_CPU_DEVICES``
+    set, the CPU is first split into that many logical devices (MirroredStrategy on a machine
+    without GPUs)."""
+    from ..training.distribute import TFConfigError, configure_cpu_devices, strategy_from_name
+
+    cpus = os.environ.get(ENV_CPU_DEVICES, "").strip()
+    if cpus:
+        count = checked(int, lambda v: v > 0, "a positive integer")
+        try:
+            configure_cpu_devices(count(cpus))
+        except (argparse.ArgumentTypeError, ValueError) as error:
+            raise UsageError(f"avdgp fit: ${ENV_CPU_DEVICES}: {one_line(error)}") from None
+    if name == "default":
+        return None
+    try:
+        return strategy_from_name(name)
+    except (TFConfigError, ValueError) as error:
+        raise UsageError(f"avdgp fit: --strategy {name}: {one_line(error)}") from None
+
+
+def _streams(args) -> bool:
+    """Whether ``fit`` streams DATA as CSV shards: with ``--test-data``, or when DATA is a glob
+    pattern or a folder of CSV files without the UCI layout's ``data.csv(.gz)``."""
+    from ..data import has_glob_characters
+
+    if args.test_data is not None:
+        return True
+    path = Path(args.data)
+    if path.is_dir():
+        uci = (path / "data.csv.gz").is_file() or (path / "data.csv").is_file()
+        return not uci and any(
+            child.is_file() and child.name.lower().endswith((".csv", ".csv.gz"))
+            for child in path.iterdir()
+        )
+    return has_glob_characters(args.data) and not path.exists()
+
+
+def _fit_streaming(args) -> int:
+    """``fit`` on CSV shards streamed from disk: the training shards are scanned once (rows,
+    standardiser) and streamed every epoch; the test shards (``--test-data``, else the last
+    ``ceil(--test-fraction x shards)`` of DATA's) are streamed and scored chunk by chunk."""
+    from ..data import DataError, scan_csv_shards
+    from ..experiments.streaming_runner import run_streaming
+
+    check_output_paths(args.json, args.save)
+    if args.split is not None:
+        raise UsageError(
+            "avdgp fit: --split picks a test mask of a UCI folder; with CSV shards give "
+            "--test-data or --test-fraction"
+        )
+    if getattr(args, "strategy", "default") != "default":
+        raise UsageError("avdgp fit: --strategy is not supported with streamed CSV shards")
+    if args.restore_best:
+        raise UsageError(
+            "avdgp fit: --restore-best needs a validation split, which streamed CSV shards do "
+            "not have; leave it out (the last epoch's weights are kept)"
+        )
+    classification = args.task == "classification"
+    spec = model_spec(args)
+    spec.resolved_dims(), spec.resolved_inducing()  # validate before reading the shards
+    if args.patience:
+        raise UsageError(
+            "avdgp fit: --patience stops on the validation NLL, which streamed CSV shards do not "
+            "have; leave it out"
+        )
+    config = dataclasses.replace(train_config(args), restore_best=False, patience=None)
+    train_shards, test_shards = _train_and_test_shards(args)
+    train = scan_csv_shards(train_shards, target=args.target, class_labels=classification)
+    test = scan_csv_shards(test_shards, target=args.target, class_labels=classification)
+    classes = None
+    if classification:
+        classes = train.target_classes()
+        spec = dataclasses.replace(spec, num_classes=len(classes))
+        unseen = sorted(set(test.target_values) - set(classes))
+        if unseen:
+            raise DataError(
+                f"{test.shards[0]}: the test targets take values the training targets do not: "
+                f"{', '.join(f'{value:g}' for value in unseen[:10])}"
+            )
+    record = run_streaming(
+        spec,
+        train,
+        test,
+        config,
+        dataset=args.data,
+        standardizer=train.standardizer(standardize_targets=not classification),
+        classes=classes,
+        stream=progress_stream(args),
+        save_dir=Path(args.save) if args.save else None,
+        data_columns=_data_columns(args, train, None if classes is None else list(classes)),
+    )
+    return _finish(args, record)
+
+
+def _train_and_test_shards(args) -> tuple[list, list]:
+    """The training and test shards of a streamed fit: DATA's and ``--test-data``'s, else
+    DATA's split by ``--test-fraction`` (the last shards by name are the test set)."""
+    import math
+
+    from ..data import resolve_shards
+
+    shards = resolve_shards(args.data)
+    if args.test_data is not None:
+        return shards, resolve_shards(args.test_data)
+    if len(shards) < 2:
+        raise UsageError(
+            f"avdgp fit: DATA {args.data} names 1 CSV shard; give --test-data, or 2 or more "
+            "shards (the last ceil(test fraction x shards) are the test set)"
+        )
+    num_test = max(1, math.ceil(args.test_fraction * len(shards) - 1e-9))
+    if num_test >= len(shards):
+        raise UsageError(
+            f"avdgp fit: --test-fraction {args.test_fraction} of {len(shards)} shards leaves "
+            "no training shard"
+        )
+    return shards[:-num_test], shards[-num_test:]
+
+
+def _finish(args, record) -> int:
+    """Print the record and write ``--json``; exit 0."""
+    print_record(record)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(record.as_dict(), indent=2))
+    return 0
+
+
+def _data_columns(args, dataset, classes: Optional[list]):
+    """The data layout ``run.json`` keeps for ``predict`` and ``export``: the target column,
+    the feature and target names and (classification) the original labels in class order."""
+    from ..training.record import DataColumns
+
+    return DataColumns(
+        target=args.target,
+        feature_names=None if dataset.feature_names is None else list(dataset.feature_names),
+        target_name=dataset.target_name,
+        classes=classes,
+    )

@@ -1,0 +1,99 @@
+"""The ``avdgp`` command line: ``demo``, ``fit``, ``bench``, ``predict`` and ``export`` (also
+``python -m avdgp``).
+
+Bad input (missing file, malformed data, unknown option, impossible setting) ends with a
+one-line message on stderr and exit status 2, never a traceback. Set ``AVDGP_DEBUG=1`` to see
+the traceback of an unexpected error.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Optional, Sequence
+
+from .bench import bench_command
+from .demo import demo_command
+from .export import export_command
+from .fit import fit_command
+from .parser import UsageError, build_parser
+from .predict import predict_command
+
+__all__ = ["main"]
+
+EXIT_BAD_INPUT = 2
+
+
+EXIT_DIVERGED = 3
+
+
+EXIT_INTERNAL = 1
+
+
+COMMANDS = {
+    "demo": demo_command,
+    "fit": fit_command,
+    "bench": bench_command,
+    "predict": predict_command,
+    "export": export_command,
+}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the command line; returns the exit status."""
+    args = None
+    try:  # TF_CPP_MIN_LOG_LEVEL is set for the CLI by avdgp._quiet_tensorflow
+        import tensorflow as tf
+
+        tf.get_logger().setLevel("ERROR")  # retracing notices are not the user's concern
+        args = build_parser().parse_args(argv)
+        return COMMANDS[args.command](args)
+    except UsageError as error:
+        print(str(error), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        hint = ""
+        if getattr(args, "save", None):
+            hint = "; run the same command again to resume from the last finished epoch"
+        print(f"avdgp: interrupted{hint}", file=sys.stderr)
+        return 130
+    except Exception as error:  # noqa: BLE001 - the CLI turns every error into one line
+        if os.environ.get("AVDGP_DEBUG"):
+            raise
+        return _report(error)
+
+
+def _is_lost_worker(error: Exception) -> bool:
+    """Whether ``error`` is TensorFlow's report that another worker of a multi-worker run
+    stopped (its heartbeats ended) or cannot be reached."""
+    import tensorflow as tf
+
+    return isinstance(error, tf.errors.UnavailableError)
+
+
+def _report(error: Exception) -> int:
+    from ..data import DataError
+    from ..training import TrainingDiverged
+
+    message = " ".join(str(error).split()) or type(error).__name__
+    if isinstance(error, TrainingDiverged):
+        print(f"avdgp: training diverged: {message}", file=sys.stderr)
+        return EXIT_DIVERGED
+    if isinstance(error, (DataError, ValueError, OSError)):
+        print(f"avdgp: error: {message}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if _is_lost_worker(error):
+        start = message.find("Collective ops is aborted")  # after TF's graph traceback
+        reason = (message[start:] if start >= 0 else message[-300:])[:300]
+        print(
+            f"avdgp: a worker of the cluster stopped or cannot be reached ({reason}); start "
+            "every worker again (a run with --save resumes from its last finished epoch)",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
+    print(
+        f"avdgp: internal error: {type(error).__name__}: {message[:500]} "
+        "(set AVDGP_DEBUG=1 for the traceback)",
+        file=sys.stderr,
+    )
+    return EXIT_INTERNAL

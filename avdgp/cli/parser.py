@@ -1,0 +1,283 @@
+"""The ``avdgp`` argument parser: every option, its type check and its help text."""
+
+from __future__ import annotations
+
+import argparse
+
+from gpflux_avdgp.propagation import MODEL_RULES
+
+from ..training.config import MAX_LEARNING_RATE
+from ..training.distribute import STRATEGY_NAMES
+
+__all__ = ["UsageError", "build_parser", "checked"]
+
+
+class UsageError(Exception):
+    """Bad command-line input; the message is printed as one line."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line (no usage dump) and exit status 2."""
+
+    def error(self, message: str):  # noqa: D401 - argparse API
+        raise UsageError(f"{self.prog}: {message} (see '{self.prog} --help')")
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.replace(" ", "").split(",") if part]
+    except ValueError:
+        values = []
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
+    return values
+
+
+def checked(convert, accept, expected: str):
+    """An argparse type: ``convert`` the text, then require ``accept(value)``."""
+
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            value = None
+        if value is None or not accept(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+
+    return parse
+
+
+_positive_int = checked(int, lambda v: v > 0, "a positive integer")
+
+
+_non_negative_int = checked(int, lambda v: v >= 0, "a non-negative integer")
+
+
+_positive_float = checked(float, lambda v: 0 < v < float("inf"), "a positive number")
+
+
+_learning_rate = checked(
+    float, lambda v: 0 < v <= MAX_LEARNING_RATE, "a positive number up to 3.4e38 (a float32)"
+)
+
+_fraction = checked(float, lambda v: 0 <= v < 1, "a number in [0, 1)")
+
+
+def _target(text: str) -> int | str:
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+MODEL_CHOICES = ("avdgp", "sgp-avi", "idsgp", "svgp", "dsdgp", "dspp")
+
+
+RULE_CHOICES = MODEL_RULES
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``avdgp`` parser: one sub-parser per command, each added by its ``_add_*``."""
+    parser = _Parser(
+        prog="avdgp",
+        description="Amortized variational deep Gaussian processes: demo, fit, benchmark, "
+        "predict with and export saved models.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    commands.required = True
+    for add_command in (_add_demo, _add_fit, _add_bench, _add_predict, _add_export):
+        add_command(commands)
+    return parser
+
+
+def _add_demo(commands) -> None:
+    demo = commands.add_parser(
+        "demo",
+        help="the paper's toy 'DGP' classification problem (no download)",
+        description="Train SGP-AVI and AVDGP with 2 and 3 layers on the toy 'DGP' letters "
+        "problem, print test error rates and write PNG figures.",
+    )
+    demo.add_argument("--out", default="avdgp-demo", help="output folder (default: avdgp-demo)")
+    demo.add_argument(
+        "--full",
+        action="store_true",
+        help="the paper's settings: 40000 training points, 100 epochs, S = 32 (slow on CPU)",
+    )
+    demo.add_argument("--epochs", type=_positive_int, help="epochs per model (default 40)")
+    demo.add_argument(
+        "--rows",
+        "--num-points",  # its name before 24 November 2026, kept for scripts
+        dest="rows",
+        type=_positive_int,
+        help="rows generated, split 3:2:1 (default 12000)",
+    )
+    demo.add_argument(
+        "--total-inducing", type=_positive_int, help="|M| summed over layers (default 32)"
+    )
+    demo.add_argument("--seed", type=int, default=0, help="data and model seed (default 0)")
+    demo.add_argument(
+        "--preset",
+        choices=("default", "paper"),
+        default="default",
+        help="'default': the package's defaults; 'paper': the paper's settings (inducing points "
+        "start as noisy copies of the input, constant learning rate)",
+    )
+    demo.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+def _add_fit(commands) -> None:
+    fit = commands.add_parser(
+        "fit",
+        help="train one model on your data and report test metrics",
+        description="Train one model on DATA: a CSV/CSV.gz file (header optional), an .npz "
+        "with X and y, or a folder with data.csv.gz and test_mask.csv.gz. Inputs (and "
+        "regression targets) are standardised with training statistics; metrics are "
+        "reported in standardised units and in original units.",
+    )
+    fit.add_argument("data", metavar="DATA")
+    fit.add_argument(
+        "--target", type=_target, default=-1, help="target column: index or header name (-1)"
+    )
+    fit.add_argument(
+        "--task",
+        choices=("regression", "classification"),
+        default="regression",
+        help="classification reads the target as class labels, numbers or text: 2 classes "
+        "by a Bernoulli (probit) likelihood, more by GPflow's MultiClass (RobustMax)",
+    )
+    fit.add_argument("--model", choices=MODEL_CHOICES, default="avdgp")
+    fit.add_argument("--rule", choices=RULE_CHOICES, default="ar2p", help="avdgp rule (ar2p)")
+    fit.add_argument("--layers", type=_positive_int, default=3, help="GP layers (deep models)")
+    fit.add_argument("--hidden-dims", type=_int_list, help="intermediate widths (16,4)")
+    fit.add_argument("--inducing", type=_int_list, help="inducing points per layer (8,4,4)")
+    fit.add_argument("--points", type=_positive_int, default=32, help="S, sigma points (32)")
+    fit.add_argument("--epochs", type=_positive_int, default=100)
+    fit.add_argument("--batch-size", type=_positive_int, default=100)
+    _add_preset_arguments(fit)
+    _add_steps_per_execution(fit)
+    fit.add_argument("--seed", type=int, default=0)
+    fit.add_argument("--split", type=int, help="test-mask column of a UCI folder")
+    fit.add_argument("--test-fraction", type=_fraction, default=0.1)
+    fit.add_argument("--val-fraction", type=_fraction, default=0.1)
+    fit.add_argument(
+        "--test-data",
+        metavar="SHARDS",
+        help="test CSV shards (glob pattern, folder or file); streams DATA as training shards",
+    )
+    fit.add_argument("--dtype", choices=("float64", "float32"), default="float64")
+    fit.add_argument("--save", metavar="DIR", help="save weights, model and run.json here")
+    fit.add_argument("--json", metavar="FILE", help="write the result record as JSON")
+    fit.add_argument("--quiet", action="store_true", help="no progress output")
+    fit.add_argument(
+        "--strategy",
+        choices=STRATEGY_NAMES,
+        default="default",
+        help="data-parallel training with the loss trajectory of one device: 'mirrored' over "
+        "this machine's GPUs (without GPUs: its CPU, split into $AVDGP_CPU_DEVICES logical "
+        "devices), 'multiworker' over the cluster in $TF_CONFIG (run the same command on "
+        "every worker; the chief prints and saves); default: one device",
+    )
+
+
+def _add_bench(commands) -> None:
+    bench = commands.add_parser(
+        "bench",
+        help="the paper's benchmark protocol (resumable)",
+        description="Train and score models over data sets and seeds with the paper's "
+        "protocol (8:1:1 splits, Adam 0.005, batch 100/500); writes results.csv, tables.md "
+        "and PNG plots; finished runs are skipped when rerun.",
+    )
+    bench.add_argument("--datasets", default="elevators", help="comma-separated names or paths")
+    bench.add_argument(
+        "--models",
+        default="svgp,dsdgp,dspp,idsgp,avdgp-ar2p,avdgp-ar2pp",
+        help="comma-separated models (avdgp-ar1|ar2|ar2p|ar2pp, svgp, dsdgp, dspp, idsgp, "
+        "sgp-avi)",
+    )
+    bench.add_argument("--seeds", type=_int_list, default=[0, 1, 2, 3, 4])
+    bench.add_argument("--epochs", type=_positive_int, default=100)
+    _add_preset_arguments(bench)
+    _add_steps_per_execution(bench)
+    bench.add_argument("--dtype", choices=("float64", "float32"), default="float64")
+    bench.add_argument("--max-rows", type=_positive_int, help="subsample larger data sets")
+    bench.add_argument("--data-root", help="folder of UCI data sets (../shared/data/uci)")
+    bench.add_argument("--out", default="avdgp-bench", help="output folder (avdgp-bench)")
+    bench.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+def _add_predict(commands) -> None:
+    predict = commands.add_parser(
+        "predict",
+        help="predict DATA with a model saved by 'avdgp fit --save'",
+        description="Predict every row of DATA (the formats of 'fit') with the model in "
+        "MODEL_DIR, in the targets' original units. DATA has the model's D feature columns, "
+        "or D + 1 with the target column (dropped; --target picks it, default: the one "
+        "used by 'fit'). Writes CSV: mean,std,lower_95,upper_95 (regression), "
+        "probability,label (two classes: p of the second label) or label,p_<label>,... "
+        "(more classes), one row per DATA row; labels as in the training data.",
+    )
+    predict.add_argument("model_dir", metavar="MODEL_DIR")
+    predict.add_argument("data", metavar="DATA")
+    predict.add_argument("--out", metavar="FILE", help="CSV file to write (default: stdout)")
+    predict.add_argument(
+        "--target", type=_target, help="target column of DATA with D + 1 columns (as in fit)"
+    )
+    predict.add_argument("--batch-size", type=_positive_int, default=1000)
+
+
+def _add_export(commands) -> None:
+    export = commands.add_parser(
+        "export",
+        help="export a model saved by 'avdgp fit --save' as a TensorFlow SavedModel",
+        description="Write a TensorFlow SavedModel with the signatures predict_f, predict_y "
+        "and log_density that serves with TensorFlow alone (no gpflux_avdgp, GPflow or "
+        "GPflux). It takes raw features and answers in the targets' original units.",
+    )
+    export.add_argument("model_dir", metavar="MODEL_DIR")
+    export.add_argument("export_dir", metavar="EXPORT_DIR")
+
+
+def _add_steps_per_execution(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--steps-per-execution",
+        type=_positive_int,
+        default=1,
+        metavar="K",
+        help="training steps per call of Keras' train function: same results, less per-step "
+        "overhead (1; e.g. 10 for small models; a NaN is then located to K batches)",
+    )
+
+
+def _add_preset_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--preset`` and the optimisation settings it sets, each overridable."""
+    parser.add_argument(
+        "--preset",
+        choices=("default", "paper"),
+        default="default",
+        help="'default': the package's defaults (inducing points start global, cosine "
+        "learning-rate decay, weights of the epoch with the best validation NLL); 'paper': "
+        "the AVDGP paper's exact settings (docs/experiments/learning.md lists the differences)",
+    )
+    parser.add_argument(
+        "--learning-rate", type=_learning_rate, help="Adam's (initial) step size (0.005)"
+    )
+    parser.add_argument(
+        "--schedule",
+        choices=("constant", "cosine"),
+        help="learning-rate schedule (default: cosine; paper: constant)",
+    )
+    parser.add_argument(
+        "--restore-best",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="end with the weights of the epoch of lowest validation NLL (default: yes; "
+        "paper: no); needs validation rows",
+    )
+    parser.add_argument(
+        "--patience",
+        type=_non_negative_int,
+        metavar="N",
+        help="with --restore-best, stop after N epochs without a better validation NLL "
+        "(default: 20; paper: 0, train all epochs)",
+    )

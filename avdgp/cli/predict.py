@@ -1,0 +1,177 @@
+"""``avdgp predict``: predictions of a saved model for the rows of a data file, as CSV."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from .common import check_output_file
+from .parser import UsageError
+from .saved_run import SavedRun, load_saved_run
+
+__all__ = ["predict_command"]
+
+#: Levels of the central 95% predictive interval written by ``predict``.
+INTERVAL_95 = (0.025, 0.975)
+
+
+def _feature_columns(
+    data: str, num_features: int, target, *, class_labels: bool = False
+) -> np.ndarray:
+    """Read DATA's feature columns ``[N, D]``: DATA holds exactly the ``D`` features, or
+    ``D + 1`` columns one of which is the target (chosen by ``target``), which is dropped; with
+    ``class_labels`` (a classifier) that column may hold text labels."""
+    from ..data import load_dataset
+    from ..data.csv_format import TooFewColumnsError
+
+    lower = data.lower()
+    if class_labels and lower.endswith((".csv", ".csv.gz")):
+        features = _features_beside_labels(data, num_features, target)
+        if features is not None:
+            return features
+    try:
+        dataset = load_dataset(data, min_rows=1)  # target -1: the last column
+    except TooFewColumnsError:
+        if num_features != 1:
+            raise UsageError(
+                f"avdgp predict: DATA {data} has 1 column, the model expects {num_features} "
+                f"features (or {num_features + 1} with the target)"
+            ) from None
+        return _single_column(data)  # the one feature of a one-feature model
+    if lower.endswith(".npz"):
+        if dataset.num_features != num_features:
+            raise UsageError(
+                f"avdgp predict: DATA {data}: array 'X' has {dataset.num_features} columns, "
+                f"the model expects {num_features} features"
+            )
+        return np.asarray(dataset.inputs)
+    columns = dataset.num_features + 1
+    if columns == num_features:  # no target: every column is a feature, in file order
+        return np.column_stack([dataset.inputs, dataset.targets])
+    if columns != num_features + 1:
+        raise UsageError(
+            f"avdgp predict: DATA {data} has {columns} columns, the model expects "
+            f"{num_features} features (or {num_features + 1} with the target)"
+        )
+    if target in (None, -1, columns - 1):
+        return np.asarray(dataset.inputs)
+    return np.asarray(load_dataset(data, target=target, min_rows=1).inputs)
+
+
+def _features_beside_labels(data: str, num_features: int, target) -> Optional[np.ndarray]:
+    """The features ``[N, D]`` of a CSV file of ``D + 1`` columns whose target column holds
+    class labels (numbers or text), or ``None`` for a file of another width."""
+    from ..data.csv_format import sniff_layout
+    from ..data.tables import check_finite_table, read_csv
+
+    path = Path(data)
+    target = -1 if target is None else target
+    if not path.is_file() or sniff_layout(path, data, label_column=target).num_columns != (
+        num_features + 1
+    ):
+        return None
+    table = read_csv(path, data, label_column=target)
+    check_finite_table(table, path, data)
+    return np.delete(table.values, table.label_index, axis=1)
+
+
+def _single_column(data: str) -> np.ndarray:
+    """A one-column CSV file as ``[N, 1]`` (``load_dataset`` needs a target column too)."""
+    from ..data.tables import check_finite_table, read_csv
+
+    path = Path(data)
+    table = read_csv(path, data)
+    check_finite_table(table, path, data)
+    return table.values
+
+
+def _format(value: float) -> str:
+    return repr(float(value))
+
+
+def _prediction_rows(saved: SavedRun, inputs: np.ndarray, batch_size: int) -> list[list[str]]:
+    """The CSV rows (header first) of ``predict`` for raw features ``inputs`` ``[N, D]``."""
+    from gpflux_avdgp.prediction import predict_mixture
+
+    from .. import metrics
+    from ..training import float_type
+
+    scaler = saved.standardizer
+    with float_type(saved.dtype):
+        prediction = predict_mixture(saved.model, scaler.transform_x(inputs), batch_size=batch_size)
+    if saved.task == "classification":
+        return _class_rows(prediction.class_probabilities(), saved.data.get("classes"))
+    if prediction.y_means.shape[-1] != 1:
+        raise UsageError(
+            f"avdgp predict: the model has {prediction.y_means.shape[-1]} outputs; predict "
+            "writes one target per row"
+        )
+    weights = prediction.weights  # [N, S]
+    means, variances = metrics.rescale_mixture(
+        prediction.y_means[..., 0], prediction.y_variances[..., 0], scaler.y_std, scaler.y_mean
+    )  # [N, S] each, original units
+    mean, variance = metrics.mixture_mean_and_variance(weights, means, variances)  # [N]
+    bounds = metrics.mixture_quantiles(weights, means, variances, INTERVAL_95)  # [N, 2]
+    rows = [["mean", "std", "lower_95", "upper_95"]]
+    rows += [
+        [_format(m), _format(np.sqrt(v)), _format(lo), _format(hi)]
+        for m, v, (lo, hi) in zip(mean, variance, bounds)
+    ]
+    return rows
+
+
+def _class_rows(probabilities: np.ndarray, classes: Optional[list]) -> list[list[str]]:
+    """The CSV rows of a classifier: ``probability,label`` for two classes (``p`` of the
+    second class), ``label,p_<label>...`` (one probability per class) for more; labels as the
+    training data wrote them.
+
+    :param probabilities: ``[N, 1]`` (Bernoulli) or ``[N, K]``.
+    """
+    from ..data import format_label
+
+    binary = probabilities.shape[1] == 1
+    num_classes = 2 if binary else probabilities.shape[1]
+    if classes is None:  # saved before the labels were recorded: the class indices
+        classes = [float(k) for k in range(num_classes)]
+    if len(classes) != num_classes:
+        raise UsageError(
+            f"avdgp predict: run.json lists {len(classes)} classes, the model predicts "
+            f"{num_classes}"
+        )
+    names = [format_label(value) for value in classes]
+    if binary:
+        rows = [["probability", "label"]]
+        rows += [[_format(p), names[int(p > 0.5)]] for p in probabilities[:, 0]]
+        return rows
+    rows = [["label"] + [f"p_{name}" for name in names]]
+    for row in probabilities:
+        rows.append([names[int(np.argmax(row))]] + [_format(p) for p in row])
+    return rows
+
+
+def predict_command(args) -> int:
+    import csv
+
+    check_output_file("predict", "--out", args.out)
+    saved = load_saved_run(args.model_dir, "predict")
+    target = args.target if args.target is not None else saved.data.get("target")
+    classifier = saved.task == "classification"
+    inputs = _feature_columns(args.data, saved.num_features, target, class_labels=classifier)
+    rows = _prediction_rows(saved, inputs, args.batch_size)
+    if args.out is None:
+        try:
+            csv.writer(sys.stdout, lineterminator="\n").writerows(rows)
+            sys.stdout.flush()
+        except BrokenPipeError:  # e.g. '| head': the reader has all it wants
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle, lineterminator="\n").writerows(rows)
+    print(f"{saved.label}: {len(rows) - 1} predictions ({', '.join(rows[0])}) in {out}")
+    return 0

@@ -1,0 +1,224 @@
+"""``avdgp bench``: the paper's regression protocol over data sets, models and seeds.
+
+For each data set and seed: a random 8:1:1 train/validation/test split, inputs and targets
+standardised with training statistics, every model trained with Adam (0.005, batch 100, or 500
+for data sets over 200k rows) and scored on the test set. Every finished run is appended to
+``results.csv`` at once, and its per-epoch seconds, validation and test NLL to
+``curves.jsonl``; a rerun skips the runs already there (resumable). The summary is
+``tables.md`` (mean +- std per data set, average ranks as in the paper's Tables 3 and 5,
+seconds per epoch and test seconds as in its Table 4), one PNG per metric and, per data set,
+``time_<dataset>.png``: test NLL against training seconds of every run.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence, TextIO
+
+import numpy as np
+import tensorflow as tf
+
+from ..data import Dataset, Split, Standardizer, load_dataset, split_dataset, uci_dataset_path
+from ..training import RunRecord, TrainConfig, TrainingDiverged
+from .bench_results import (
+    CURVES_FILE,
+    METRICS,
+    append_curve,
+    append_row,
+    display_model,
+    read_curves,
+    read_results,
+)
+from .bench_tables import plot_time_curves, summarise
+from .runner import run, standardise_split
+from .zoo import ModelSpec, model_label, parse_model_name
+
+__all__ = [
+    "BenchSettings",
+    "DEFAULT_MODELS",
+    "display_model",
+    "plot_time_curves",
+    "read_curves",
+    "read_results",
+    "run_bench",
+    "summarise",
+]
+
+DEFAULT_MODELS = ("svgp", "dsdgp", "dspp", "idsgp", "avdgp-ar2p", "avdgp-ar2pp")
+LARGE_DATA = 200_000
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    """What to run.
+
+    :param datasets: names under the UCI data root, or paths accepted by ``load_dataset``.
+    :param models: model names (``avdgp-ar1`` ... ``avdgp-ar2pp``, ``svgp``, ``dsdgp``, ``dspp``,
+        ``idsgp``, ``sgp-avi``).
+    :param seeds: one split and initialisation per seed (paper: 5).
+    :param epochs: training epochs (paper: 100; 50 for the largest sets).
+    :param dtype: ``"float64"`` or ``"float32"``.
+    :param data_root: folder of UCI data sets (default ``$AVDGP_DATA_ROOT`` or
+        ``../shared/data/uci``).
+    :param preset: ``"default"`` or ``"paper"`` (:mod:`gpflux_avdgp.presets`); rows record it
+        and tables show models of another preset as ``model/preset``.
+    :param training: :class:`~avdgp.training.TrainConfig` settings on top of
+        the preset's (e.g. ``{"learning_rate": 0.01}``).
+    """
+
+    datasets: Sequence[str] = ("elevators",)
+    models: Sequence[str] = DEFAULT_MODELS
+    seeds: Sequence[int] = (0, 1, 2, 3, 4)
+    epochs: int = 100
+    dtype: str = "float64"
+    data_root: Optional[str] = None
+    max_rows: Optional[int] = None
+    extra: dict = field(default_factory=dict)
+    preset: str = "default"
+    training: dict = field(default_factory=dict)
+
+
+def _load(name: str, root: Optional[str], max_rows: Optional[int]) -> Dataset:
+    path = Path(name)
+    dataset = load_dataset(path if path.exists() else uci_dataset_path(name, root))
+    if max_rows is not None and dataset.num_rows > max_rows:
+        keep = np.random.default_rng(0).permutation(dataset.num_rows)[:max_rows]
+        keep.sort()
+        dataset = Dataset(
+            name=dataset.name,
+            inputs=dataset.inputs[keep],
+            targets=dataset.targets[keep],
+            test_masks=None,
+            feature_names=dataset.feature_names,
+            target_name=dataset.target_name,
+        )
+    return dataset
+
+
+def _row(record: RunRecord, dataset: str, model: str, seed: int, epochs: int, preset: str) -> dict:
+    test, original = record.test, record.test_original_units or {}
+    return {
+        "preset": preset,
+        "best_epoch": record.best_epoch,
+        "stopped_epoch": record.stopped_epoch,
+        "dataset": dataset,
+        "model": model,
+        "seed": seed,
+        "epochs": epochs,
+        "status": "ok",
+        "n_train": record.n_train,
+        "n_val": record.n_val,
+        "n_test": record.n_test,
+        "dim": record.dim,
+        **{key: test.get(key) for key in ("nll", "rmse", "crps", "coverage_95")},
+        **{f"{key}_original": original.get(key) for key in METRICS},
+        "train_seconds_per_epoch": record.train_seconds_per_epoch,
+        "first_epoch_seconds": record.first_epoch_seconds,
+        "predict_seconds": record.predict_seconds,
+    }
+
+
+def _run_one(
+    settings: BenchSettings,
+    label: str,
+    seed: int,
+    dataset: str,
+    split: Split,
+    scaler: Standardizer,
+    batch_size: int,
+    out: Path,
+    stream: Optional[TextIO],
+) -> dict:
+    """Train and score one (model, seed) on a standardised split; append its curves and
+    return its ``results.csv`` row (``status`` ``ok``, or ``failed: ...`` if it diverged)."""
+    kind, rule = parse_model_name(label)
+    spec = ModelSpec(
+        model=kind.value, rule=rule, seed=seed, preset=settings.preset, **settings.extra
+    )
+    config = TrainConfig.from_preset(
+        settings.preset,
+        epochs=settings.epochs,
+        batch_size=batch_size,
+        seed=seed,
+        dtype=settings.dtype,
+        **settings.training,
+    )
+    try:
+        record = run(
+            spec,
+            split,
+            config,
+            dataset=dataset,
+            standardizer=scaler,
+            stream=stream,
+            test_curve=True,
+        )
+    except (TrainingDiverged, tf.errors.InvalidArgumentError) as error:
+        message = str(error).strip().splitlines()[0][:200]
+        if stream is not None:
+            print(f"  failed: {message}", file=stream, flush=True)
+        return {
+            "dataset": dataset,
+            "model": label,
+            "seed": seed,
+            "epochs": settings.epochs,
+            "preset": settings.preset,
+            "status": f"failed: {message}",
+        }
+    row = _row(record, dataset, label, seed, settings.epochs, settings.preset)
+    append_curve(out / CURVES_FILE, row, record)
+    return row
+
+
+def run_bench(
+    settings: BenchSettings, out_dir: Path | str, *, stream: Optional[TextIO] = sys.stderr
+) -> Path:
+    """Run every (data set, model, seed) not yet in ``out_dir/results.csv``; then summarise.
+
+    :returns: the path of ``tables.md``.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    results_path = out / "results.csv"
+    labels = list(dict.fromkeys(map(model_label, settings.models)))  # de-duplicated, in order
+    seeds = list(dict.fromkeys(settings.seeds))
+    names = list(dict.fromkeys(settings.datasets))
+    done = {
+        (row["dataset"], row["model"], int(row["seed"]), int(row["epochs"]), row["preset"])
+        for row in read_results(results_path)
+    }
+
+    def say(text: str) -> None:
+        if stream is not None:
+            print(text, file=stream, flush=True)
+
+    total = len(names) * len(labels) * len(seeds)
+    count = 0
+    for name in names:
+        dataset = _load(name, settings.data_root, settings.max_rows)
+        batch_size = 500 if dataset.num_rows > LARGE_DATA else 100
+        for seed in seeds:
+            split = split_dataset(dataset, seed=seed)
+            scaler = Standardizer.fit(split.x_train, split.y_train)
+            split = standardise_split(split, scaler)
+            for label in labels:
+                count += 1
+                key = (dataset.name, label, seed, settings.epochs, settings.preset)
+                if key in done:
+                    say(f"[{count}/{total}] {dataset.name} {label} seed {seed}: done, skipped")
+                    continue
+                say(f"[{count}/{total}] {dataset.name} {label} seed {seed}")
+                row = _run_one(
+                    settings, label, seed, dataset.name, split, scaler, batch_size, out, stream
+                )
+                append_row(results_path, row)
+                done.add(key)
+                if row["status"] == "ok":
+                    say(
+                        f"  NLL {row['nll']:.3f} RMSE {row['rmse']:.3f} CRPS {row['crps']:.3f} "
+                        f"{row['train_seconds_per_epoch']:.2f} s/epoch"
+                    )
+    shown = [display_model(label, settings.preset) for label in labels]
+    return summarise(results_path, out, models=shown, datasets=None)

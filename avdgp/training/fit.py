@@ -1,0 +1,280 @@
+"""``model.fit`` with Adam, the learning-rate schedule, best-epoch selection, exact resume
+from a backup, distribution strategies, and a :class:`~.config.TrainingDiverged` that names the
+layer, epoch and batch of a non-finite step."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import warnings
+from pathlib import Path
+from typing import Callable, Optional, Protocol
+
+import gpflow
+import numpy as np
+import tensorflow as tf
+from gpflow.keras import tf_keras
+
+from gpflux_avdgp.callbacks import ValidationNLL
+from gpflux_avdgp.layers.base import NON_FINITE_MESSAGE
+
+from ..data import Split, epoch_shuffled_batches
+from .config import TrainConfig, TrainingDiverged
+from .distribute import UnevenBatchesWarning, shard_global_batches, uneven_batches_message
+from .progress import EpochProgress
+
+__all__ = ["Trainable", "best_epoch_callbacks", "fit_model", "fit_model_on_dataset"]
+
+
+class Trainable(Protocol):
+    """What training needs of a built model (e.g. the experiments' ``BuiltModel``)."""
+
+    model: tf_keras.Model  #: a model whose output is a packed mixture
+    loss: tf_keras.losses.Loss  #: its loss, e.g. :class:`~gpflux_avdgp.AVDGPLoss`
+    likelihood: gpflow.likelihoods.Likelihood  #: the likelihood the loss and scores use
+
+    @property
+    def label(self) -> str:
+        """The model's name in progress lines and messages, e.g. ``"avdgp-ar2p"``."""
+
+
+def fit_model(
+    built: Trainable,
+    inputs: np.ndarray,
+    targets: np.ndarray,
+    config: TrainConfig,
+    *,
+    progress: Optional[EpochProgress] = None,
+    callbacks: tuple = (),
+    backup_dir: Optional[Path] = None,
+    strategy: Optional[tf.distribute.Strategy] = None,
+) -> EpochProgress:
+    """Compile ``built.model`` with Adam and its loss and fit ``(inputs [N, D], targets [N, 1])``.
+
+    Batches come from :func:`~avdgp.data.epoch_shuffled_batches` (the order of
+    epoch ``e`` depends only on the seed and ``e``). With ``backup_dir``, a
+    ``tf_keras.callbacks.BackupAndRestore`` there saves the model, optimizer and draw counters
+    after every epoch, and a run that was interrupted resumes from its last finished epoch
+    with the same batches and Monte Carlo draws as an uninterrupted run.
+
+    With a ``tf.distribute`` ``strategy`` (see :mod:`avdgp.training.distribute`; ``built``
+    must have been built inside ``strategy.scope()``), the optimizer and ``compile`` are created in
+    its scope and every global batch of ``config.batch_size`` rows is split over the replicas and
+    workers, which gives the single-device trajectory when the batches split evenly (a warning says
+    when they do not). Every worker calls this; under multi-worker training only the chief writes
+    the real backup (tf_keras' rule), so resuming needs ``backup_dir`` on a file system that all
+    workers share.
+
+    :raises ValueError: if ``built`` was built outside ``strategy``'s scope, or a batch would
+        leave a replica without rows.
+    :raises TrainingDiverged: when a layer's output or gradient, or the loss, is not finite;
+        the message names the layer (outside XLA), the epoch and the batch, and the backup
+        keeps the weights of the last finished epoch.
+    :returns: the progress callback, holding per-epoch seconds and losses.
+    """
+    model = built.model
+    scope = contextlib.nullcontext() if strategy is None else strategy.scope()
+    if strategy is not None:
+        _check_distributed_fit(model, strategy, len(inputs), config.batch_size)
+    with scope:
+        optimizer = _compile_with_adam(built, config, math.ceil(len(inputs) / config.batch_size))
+    data = epoch_shuffled_batches(
+        inputs,
+        targets,
+        config.batch_size,
+        seed=config.seed,
+        step_counter=optimizer.iterations,
+        dtype=model.inputs[0].dtype,
+    )
+    if strategy is not None:
+        data = shard_global_batches(data)  # each worker: its slice of every global batch
+    return _fit_reporting_divergence(built, data, config, progress, callbacks, backup_dir)
+
+
+def fit_model_on_dataset(
+    built: Trainable,
+    data: tf.data.Dataset | Callable[[tf.Variable], tf.data.Dataset],
+    config: TrainConfig,
+    *,
+    progress: Optional[EpochProgress] = None,
+    callbacks: tuple = (),
+    backup_dir: Optional[Path] = None,
+) -> EpochProgress:
+    """:func:`fit_model` on a ``tf.data`` pipeline instead of arrays, e.g. CSV shards streamed
+    by :func:`avdgp.data.csv_shard_dataset`.
+
+    ``config.batch_size`` and ``config.seed`` are the pipeline's business; ``config.epochs``
+    and ``config.learning_rate`` are used. The model's ``num_data`` must be the number of
+    training rows the pipeline yields per epoch (the KL scaling).
+
+    :param data: a dataset of ``(x [B, D], y [B, 1])`` batches in the model's float type, one
+        epoch per iteration (known or unknown cardinality), or a function that takes the
+        optimizer's step counter and returns one (it is called after ``compile``): a pipeline
+        whose epoch order follows that counter resumes exactly from ``backup_dir``.
+    :raises TrainingDiverged: as :func:`fit_model`.
+    :returns: the progress callback, holding per-epoch seconds and losses.
+    """
+    make_data = data if callable(data) and not isinstance(data, tf.data.Dataset) else None
+    steps_per_epoch = None
+    if config.schedule != "constant":
+        # the pipeline's length does not depend on the counter: a throwaway one tells it
+        probe = data if make_data is None else make_data(tf.Variable(0, dtype=tf.int64))
+        steps_per_epoch = int(probe.cardinality()) if isinstance(probe, tf.data.Dataset) else -1
+        if steps_per_epoch < 1:
+            raise ValueError(
+                f"schedule={config.schedule!r} needs a dataset of known length (the schedule "
+                "spans all epochs); use data.apply(tf.data.experimental.assert_cardinality("
+                "batches_per_epoch)) or schedule='constant'"
+            )
+    optimizer = _compile_with_adam(built, config, steps_per_epoch)
+    if make_data is not None:
+        data = make_data(optimizer.iterations)
+    if not isinstance(data, tf.data.Dataset):
+        raise ValueError(f"data: expected a tf.data.Dataset of (x, y) batches, got {data!r}")
+    if config.steps_per_execution > 1 and data.cardinality() == tf.data.UNKNOWN_CARDINALITY:
+        raise ValueError(
+            f"steps_per_execution={config.steps_per_execution} needs a dataset of known length "
+            "(Keras must know where an epoch ends); use "
+            "data.apply(tf.data.experimental.assert_cardinality(batches_per_epoch)) or 1"
+        )
+    return _fit_reporting_divergence(built, data, config, progress, callbacks, backup_dir)
+
+
+def _compile_with_adam(
+    built: Trainable, config: TrainConfig, steps_per_epoch: Optional[int]
+) -> tf_keras.optimizers.Optimizer:
+    """Compile ``built.model`` with Adam, its loss and ``config.steps_per_execution``; the
+    optimizer's slots are made up front, so the train function is traced once. The learning
+    rate is ``config``'s schedule over ``steps_per_epoch`` (a plain number when unknown)."""
+    rate = (
+        config.learning_rate
+        if steps_per_epoch is None
+        else config.learning_rate_for(steps_per_epoch)
+    )
+    optimizer = tf_keras.optimizers.Adam(rate)
+    optimizer.build(built.model.trainable_variables)
+    built.model.compile(
+        optimizer=optimizer, loss=built.loss, steps_per_execution=config.steps_per_execution
+    )
+    return optimizer
+
+
+def _fit_reporting_divergence(
+    built: Trainable,
+    data: tf.data.Dataset,
+    config: TrainConfig,
+    progress: Optional[EpochProgress],
+    callbacks: tuple,
+    backup_dir: Optional[Path],
+) -> EpochProgress:
+    """``model.fit`` on ``data`` with the progress, user and backup callbacks; a non-finite
+    layer output or gradient becomes :class:`TrainingDiverged` naming layer, epoch and batch."""
+    progress = progress or EpochProgress(built.label, stream=None)
+    progress.steps_per_execution = config.steps_per_execution
+    all_callbacks = [progress, *callbacks]  # progress first: it stops before a backup of NaNs
+    if backup_dir is not None:
+        all_callbacks.append(tf_keras.callbacks.BackupAndRestore(str(backup_dir)))
+    try:
+        built.model.fit(data, epochs=config.epochs, verbose=0, callbacks=all_callbacks)
+    except tf.errors.InvalidArgumentError as error:
+        if not is_numerical_failure(error):
+            raise  # another failure (e.g. a shape error) is not a divergence
+        raise TrainingDiverged(
+            _describe_non_finite_step(error, built.model, progress, backup_dir)
+        ) from None
+    return progress
+
+
+#: Message parts of the numerical checks a training step can trip: ours (``check_numerics`` in
+#: every GP layer), GPflow's (``check_numerics`` on posterior Cholesky factors) and a Cholesky
+#: factorisation of a matrix that NaN weights made invalid.
+NUMERICAL_FAILURE_MARKS = (
+    NON_FINITE_MESSAGE,
+    "Cholesky factor is non-finite",
+    "Cholesky decomposition was not successful",
+    "CheckNumerics",
+)
+
+
+def is_numerical_failure(error: tf.errors.InvalidArgumentError) -> bool:
+    """Whether a training step's ``error`` is a NaN/inf check or a failed Cholesky factorisation
+    (a divergence), not a shape or data error.
+
+    The message text is the only mark: an error raised from a graph function carries no op,
+    node or payload (``error.op``, ``error.node_def`` are ``None``, ``experimental_payloads``
+    empty; TF 2.21).
+    """
+    message = str(error.message)
+    return any(mark in message for mark in NUMERICAL_FAILURE_MARKS)
+
+
+def _check_distributed_fit(
+    model: tf_keras.Model, strategy: tf.distribute.Strategy, num_rows: int, batch_size: int
+) -> None:
+    """Refuse a model built outside ``strategy``'s scope or a batch too small for its
+    replicas; warn when the batches do not split evenly over the replicas."""
+    if model.distribute_strategy is not strategy:
+        raise ValueError(
+            f"strategy: the model was built outside this strategy's scope; build it inside "
+            f"'with strategy.scope():' ({type(strategy).__name__})"
+        )
+    message = uneven_batches_message(num_rows, batch_size, strategy.num_replicas_in_sync)
+    if message is not None:
+        warnings.warn(message, UnevenBatchesWarning, stacklevel=3)
+
+
+def _describe_non_finite_step(
+    error: tf.errors.InvalidArgumentError,
+    model: tf_keras.Model,
+    progress: EpochProgress,
+    backup_dir: Optional[Path],
+) -> str:
+    """One sentence: which layer's output or gradient was not finite, in which epoch and
+    batch, and where the last good weights are. ``error`` comes from a layer's
+    ``check_numerics``, whose message starts with the layer's name."""
+    text = str(error.message)
+    layer = next((layer.name for layer in model.layers if f"{layer.name}: " in text), None)
+    part = "the gradient at the output" if "gradient" in text else "the output"
+    where = f"layer '{layer}'" if layer else "a layer"
+    if NON_FINITE_MESSAGE not in text:  # GPflow's check or a Cholesky factorisation
+        part = "a Cholesky factor" if "Cholesky" in text else "a checked tensor"
+        where = "a GPflow computation"
+    first = progress.batch + 1
+    last = first + progress.steps_per_execution - 1
+    steps = (getattr(progress, "params", None) or {}).get("steps")
+    if steps is not None:
+        last = min(last, steps)
+    batches = f"batch {first}" if last == first else f"one of batches {first} to {last}"
+    message = (
+        f"{progress.label}: training stopped in epoch {progress.epoch + 1}, {batches}: "
+        f"non-finite values (NaN or inf) in {part} of {where}"
+    )
+    if backup_dir is not None and progress.epoch > 0:
+        message += (
+            f"; the weights of the last finished epoch ({progress.epoch}) are kept in "
+            f"{backup_dir}"
+        )
+    return message
+
+
+def best_epoch_callbacks(built: Trainable, split: Split, config: TrainConfig) -> tuple:
+    """``(ValidationNLL, EarlyStopping)`` that end training with the weights of the epoch of
+    lowest validation NLL, stopping after ``config.patience`` epochs without improvement (never,
+    without it), or ``()`` without ``config.restore_best``.
+
+    :raises ValueError: with ``restore_best`` and an empty validation split.
+    """
+    if not config.restore_best:
+        return ()
+    if not len(split.x_val):
+        raise ValueError(
+            "restore_best: selecting the best epoch needs validation rows, the split has none"
+        )
+    scorer = ValidationNLL(split.x_val, split.y_val, likelihood=built.likelihood)
+    stopper = tf_keras.callbacks.EarlyStopping(
+        monitor=scorer.name,
+        mode="min",
+        patience=config.epochs if config.patience is None else config.patience,
+        restore_best_weights=True,
+    )
+    return (scorer, stopper)

@@ -1,7 +1,0 @@
-"""``python -m gpflux_avdgp``: the ``avdgp`` command line."""
-
-import sys
-
-from .cli import main
-
-sys.exit(main())

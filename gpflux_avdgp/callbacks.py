@@ -1,0 +1,93 @@
+"""Keras callbacks: the predictive NLL of held-out data, for early stopping and model selection.
+
+Keras' own ``validation_data`` reports the *training loss* on the validation rows (the ELBO,
+with the KL term of the training set); what one wants to select a model by is the predictive
+log-density of the held-out targets under the mixture. :class:`ValidationNLL` writes it into
+the epoch logs, so any Keras callback can monitor it::
+
+    model.fit(
+        x, y, epochs=100,
+        callbacks=[
+            gpflux_avdgp.ValidationNLL(x_val, y_val),
+            tf_keras.callbacks.EarlyStopping(
+                monitor="val_nll", patience=10, restore_best_weights=True
+            ),
+        ],
+    )
+
+The order matters: ``ValidationNLL`` must come before the callbacks that read ``val_nll``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import gpflow
+import numpy as np
+from gpflow.keras import tf_keras
+
+from .prediction import predict_mixture
+from .validation import check_feature_matrix, check_positive_int
+
+__all__ = ["ValidationNLL"]
+
+
+class ValidationNLL(tf_keras.callbacks.Callback):
+    """Adds ``logs[name]``, the mean negative log predictive density of ``(x, y)``, every
+    ``every`` epochs (and at the last epoch).
+
+    :param x: ``[N, D]`` held-out inputs, in the units the model is trained on.
+    :param y: ``[N, 1]`` (or ``[N]``) held-out targets.
+    :param likelihood: the model's likelihood (default: the model's last layer's).
+    :param every: score every this many epochs; other epochs get no value, which Keras'
+        ``EarlyStopping`` and ``ModelCheckpoint`` skip.
+    :param batch_size: rows per forward pass.
+    :param name: the key in the logs.
+
+    :ivar history: ``[(epoch, nll), ...]`` of every scored epoch (epochs counted from 0).
+    """
+
+    def __init__(
+        self,
+        x: np.ndarray,
+        y: np.ndarray,
+        *,
+        likelihood: Optional[gpflow.likelihoods.Likelihood] = None,
+        every: int = 1,
+        batch_size: int = 1000,
+        name: str = "val_nll",
+    ):
+        super().__init__()
+        self.x = check_feature_matrix("x", x, None)
+        targets = np.asarray(y, dtype=np.float64)
+        if targets.ndim == 1:
+            targets = targets[:, None]
+        if targets.ndim != 2 or targets.shape[0] != self.x.shape[0]:
+            raise ValueError(
+                f"y: expected {self.x.shape[0]} targets (one per row of x), got shape "
+                f"{np.shape(y)}"
+            )
+        self.y = targets
+        self.likelihood = likelihood
+        self.every = check_positive_int("every", every)
+        self.batch_size = check_positive_int("batch_size", batch_size)
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"name: expected a non-empty string, got {name!r}")
+        self.name = name
+        self.history: list[tuple[int, float]] = []
+
+    def score(self) -> float:
+        """The mean negative log predictive density of the held-out data now."""
+        prediction = predict_mixture(
+            self.model, self.x, likelihood=self.likelihood, batch_size=self.batch_size
+        )
+        return float(-np.mean(prediction.log_density(self.y)))
+
+    def on_epoch_end(self, epoch: int, logs: Optional[dict] = None) -> None:
+        last = epoch + 1 == (self.params or {}).get("epochs")
+        if logs is None or ((epoch + 1) % self.every and not last):
+            return
+        value = self.score()
+        self.history.append((epoch, value))
+        logs[self.name] = value if math.isfinite(value) else math.inf
