@@ -24,6 +24,7 @@ import os
 from typing import Optional
 
 import gpflow
+import gpflux
 import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
@@ -31,6 +32,7 @@ from gpflow.keras import tf_keras
 from .core.mixture import GaussianMixture
 from .keras_metrics import MixtureMetric, predictive_y
 from .layers import MixtureLayer, TrainableLikelihood
+from .layers.base import mixture_reader_fix
 from .objectives import AVDGPLoss, is_categorical, is_classifier
 
 __all__ = ["AVDGPModel", "predictive_outputs"]
@@ -189,19 +191,32 @@ class AVDGPModel(tf_keras.Sequential):
         """
         layers = self.layers
         for before, after in zip(layers, layers[1:]):
-            writes = isinstance(before, (MixtureLayer, TrainableLikelihood))
-            if writes and not getattr(after, "reads_mixture", False):
-                raise ValueError(
-                    f"{self.name}: layer {after.name!r} ({type(after).__name__}) follows "
-                    f"{before.name!r}, whose output is a packed mixture; put "
-                    "gpflux_avdgp.MixtureMean() or MixtureSample() between them"
-                )
+            self._check_reader(before, after)
         if len(layers) > 1 and not isinstance(layers[-2], (MixtureLayer, TrainableLikelihood)):
             raise ValueError(
                 f"{self.name}: the TrainableLikelihood reads a packed mixture, but "
                 f"{layers[-2].name!r} ({type(layers[-2]).__name__}) comes before it; end "
                 "with a GP layer"
             )
+
+    def _check_reader(self, before: tf_keras.layers.Layer, after: tf_keras.layers.Layer) -> None:
+        """Refuse ``after`` if ``before`` writes a packed mixture that ``after`` cannot read."""
+        writes = isinstance(before, (MixtureLayer, TrainableLikelihood))
+        if writes and not getattr(after, "reads_mixture", False):
+            raise ValueError(
+                f"{self.name}: layer {after.name!r} ({type(after).__name__}) follows "
+                f"{before.name!r}, whose output is a packed mixture; {mixture_reader_fix(after)}"
+            )
+
+    def add(self, layer: tf_keras.layers.Layer) -> None:
+        """``Sequential.add``, refusing first a layer that cannot read the packed mixture of the
+        layer before it (a GPflux ``GPLayer`` would fail deep inside GPflow).
+
+        :raises ValueError: naming both layers and the fix.
+        """
+        if self.layers:
+            self._check_reader(self.layers[-1], layer)
+        super().add(layer)
 
     # ------------------------------------------------------------------ compile
     def compile(self, optimizer="rmsprop", loss=None, metrics=None, weighted_metrics=None, **kw):
@@ -242,6 +257,12 @@ class AVDGPModel(tf_keras.Sequential):
     def _checked_loss(loss, likelihood: gpflow.likelihoods.Likelihood):
         if loss is None:
             return AVDGPLoss(likelihood)
+        if isinstance(loss, gpflux.losses.LikelihoodLoss):
+            raise ValueError(
+                "loss: GPflux's LikelihoodLoss reads a Gaussian q(f), not the packed mixture; "
+                "leave the loss out or use gpflux_avdgp.AVDGPLoss(model.likelihood), the same "
+                "ELBO term on the mixture"
+            )
         if isinstance(loss, tf_keras.losses.Loss) and hasattr(loss, "likelihood"):
             if loss.likelihood is not likelihood:
                 raise ValueError(

@@ -14,15 +14,13 @@ with the predictive mean and variance of ``f`` and ``y`` otherwise), computed on
     training_model.fit({"inputs": x, "targets": y}, epochs=20)
     outputs = deep_gp.as_prediction_model()(x)  # outputs.y_mean, outputs.y_var
 
-GPflux's :class:`gpflux.losses.LikelihoodLoss` (for a ``Sequential``) computes, on a packed
-mixture, the mixture's ELBO data term: the loss of ``AVDGPLoss(likelihood)``, the analogue of
-its ``-E_q(f)[log p(y | f)]`` on a Gaussian (:func:`install_likelihood_loss`, run at import;
-GPflux's own inputs, a distribution or samples ``[B, Q]``, go to its code unchanged).
+For a ``Sequential``, GPflux's :class:`gpflux.losses.LikelihoodLoss` reads a Gaussian, not a
+mixture: compile with :class:`~gpflux_avdgp.AVDGPLoss` (the same ELBO data term on the mixture,
+plus the predictive objective), or opt in with :func:`gpflux_avdgp.gpflux_patches.install`.
 """
 
 from __future__ import annotations
 
-import functools
 from typing import Optional, Sequence
 
 import gpflow
@@ -36,7 +34,7 @@ from .layers.likelihood_layer import likelihood_from_config, likelihood_to_confi
 from .layers.module_state import GPflowModuleState
 from .objectives import AVDGPLoss, Objective
 
-__all__ = ["MixtureLikelihoodLayer", "as_deep_gp", "install_likelihood_loss"]
+__all__ = ["MixtureLikelihoodLayer", "as_deep_gp"]
 
 
 @tf_keras.utils.register_keras_serializable(package="gpflux_avdgp")
@@ -92,8 +90,8 @@ class MixtureLikelihoodLayer(GPflowModuleState, gpflux.layers.LikelihoodLayer):
         return cls(**config)
 
     def build(self, input_shape: tf.TensorShape) -> None:
-        """Keras' default build: GPflux's ``LikelihoodLayer.build`` refuses packed mixtures
-        (see :mod:`gpflux_avdgp.layers.gpflux_guard`), this layer reads them."""
+        """Keras' default build (:mod:`gpflux_avdgp.gpflux_patches` may give GPflux's
+        ``LikelihoodLayer`` one that refuses packed mixtures; this layer reads them)."""
         tf_keras.layers.Layer.build(self, input_shape)
 
     def call(
@@ -155,27 +153,3 @@ def as_deep_gp(
         target_dim=target_dim,
         num_data=num_data,
     )
-
-
-def _mixture_likelihood_loss_call(call):
-    """``LikelihoodLoss.call`` that computes ``AVDGPLoss``'s ELBO term on a packed mixture (a
-    rank-3 tensor, which GPflux's code cannot read) and runs GPflux's code otherwise."""
-
-    @functools.wraps(call)  # Keras inspects the signature
-    def mixture_aware(self, y_true, f_prediction):
-        if isinstance(f_prediction, tf.Tensor) and f_prediction.shape.rank == 3:
-            return AVDGPLoss(self.likelihood, objective=Objective.ELBO).call(y_true, f_prediction)
-        return call(self, y_true, f_prediction)
-
-    mixture_aware._gpflux_avdgp_mixture = True
-    return mixture_aware
-
-
-def install_likelihood_loss() -> None:
-    """Let ``gpflux.losses.LikelihoodLoss`` read a packed mixture (once; idempotent)."""
-    loss_class = gpflux.losses.LikelihoodLoss
-    if not getattr(loss_class.call, "_gpflux_avdgp_mixture", False):
-        loss_class.call = _mixture_likelihood_loss_call(loss_class.call)
-
-
-install_likelihood_loss()

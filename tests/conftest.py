@@ -22,3 +22,15 @@ def _clean_keras_session():
     tf_keras.backend.clear_session()
     tf.random.set_seed(1234)
     yield
+
+
+@pytest.fixture
+def gpflux_patched():
+    """:func:`gpflux_avdgp.gpflux_patches.install` for one test, undone after it."""
+    from gpflux_avdgp import gpflux_patches
+
+    gpflux_patches.install()
+    try:
+        yield
+    finally:
+        gpflux_patches.uninstall()

@@ -15,6 +15,7 @@ from gpflux_avdgp import (
     AVDGPLoss,
     TrainableLikelihood,
     as_deep_gp,
+    build_avdgp,
     predict_mixture,
 )
 from gpflux_avdgp.deep_gp import MixtureLikelihoodLayer
@@ -93,20 +94,21 @@ def test_first_layer_of_unknown_width_asks_for_input_dim():
         as_deep_gp([AmortizedGPLayer(1, 4, 10)], gpflow.likelihoods.Gaussian())
 
 
-def test_gpflux_deep_gp_with_its_own_likelihood_layer_names_as_deep_gp(rng):
+def test_gpflux_deep_gp_with_its_own_likelihood_layer_names_as_deep_gp(rng, gpflux_patched):
     deep_gp = gpflux.models.DeepGP(
         [AmortizedGPLayer(1, 4, NUM_DATA)], gpflow.likelihoods.Gaussian(), input_dim=2
     )
     with pytest.raises(ValueError) as caught:
         deep_gp.as_training_model()
     (line,) = str(caught.value).splitlines()
-    assert "GPflux's LikelihoodLayer reads a Gaussian q(f)" in line
+    assert "a GPflux LikelihoodLayer cannot read the packed mixture (None, 1, 3)" in line
     assert "gpflux_avdgp.as_deep_gp(f_layers, likelihood)" in line
 
 
-def test_gpflux_likelihood_loss_on_our_model_is_the_mixture_elbo_term(rng):
-    """``LikelihoodLoss`` reads the packed mixture as ``AVDGPLoss(likelihood)`` does (its
-    ``-E_q[log p(y | f)]``, summed over the mixture's components with their weights)."""
+def test_gpflux_likelihood_loss_on_our_model_is_the_mixture_elbo_term(rng, gpflux_patched):
+    """With the opt-in patches, ``LikelihoodLoss`` reads the packed mixture as
+    ``AVDGPLoss(likelihood)`` does (its ``-E_q[log p(y | f)]``, summed over the mixture's
+    components with their weights)."""
     x, y = _data(rng)
     likelihood = gpflow.likelihoods.Gaussian()
     model = tf_keras.Sequential(
@@ -124,10 +126,22 @@ def test_gpflux_likelihood_loss_on_our_model_is_the_mixture_elbo_term(rng):
     assert np.all(np.isfinite(losses)) and losses[-1] < losses[0]
 
 
+def test_an_avdgp_model_refuses_gpflux_likelihood_loss_naming_ours():
+    likelihood = gpflow.likelihoods.Gaussian()
+    model = build_avdgp(2, [1], 4, NUM_DATA, likelihood, seed=0)
+    with pytest.raises(ValueError) as caught:
+        model.compile(loss=gpflux.losses.LikelihoodLoss(likelihood))
+    assert str(caught.value).splitlines() == [
+        "loss: GPflux's LikelihoodLoss reads a Gaussian q(f), not the packed mixture; leave the "
+        "loss out or use gpflux_avdgp.AVDGPLoss(model.likelihood), the same ELBO term on the "
+        "mixture"
+    ]
+
+
 @pytest.mark.slow
-def test_gpflux_models_of_gpflux_layers_train_as_before(rng):
-    """The checks leave GPflux's own use alone: a DeepGP of GPLayers with its LikelihoodLayer,
-    and a Sequential of a GPLayer compiled with LikelihoodLoss."""
+def test_gpflux_models_of_gpflux_layers_train_as_before(rng, gpflux_patched):
+    """The opt-in patches leave GPflux's own use alone: a DeepGP of GPLayers with its
+    LikelihoodLayer, and a Sequential of a GPLayer compiled with LikelihoodLoss."""
     x, y = _data(rng)
     first, second = _gpflux_layer(rng), _gpflux_layer(rng)
     second = gpflux.layers.GPLayer(

@@ -1,14 +1,11 @@
 """Keras layers of gpflux_avdgp."""
 
 from ..inference import InferenceKind
-from . import gpflux_guard
 from .amortized_gp_layer import AmortizedGPLayer, KLConvention
 from .base import MixtureLayer
 from .gpflux_adapter import SigmaPointGPLayer
 from .likelihood_layer import TrainableLikelihood
 from .mixture_readout import MixtureMean, MixtureSample
-
-gpflux_guard.install()  # an unwrapped GPflux GPLayer after a mixture fails with one line
 
 __all__ = [
     "AmortizedGPLayer",

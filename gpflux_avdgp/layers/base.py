@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Optional
 
 import gpflow
+import gpflux
 import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
@@ -26,6 +27,7 @@ __all__ = [
     "NON_FINITE_MESSAGE",
     "add_draw_counter",
     "check_mixture_readers",
+    "mixture_reader_fix",
 ]
 
 #: Components created from a one-component mixture when ``num_points`` is not given (paper).
@@ -42,6 +44,20 @@ def _replica_position() -> tuple:
     return (context.replica_id_in_sync_group, context.num_replicas_in_sync)
 
 
+def mixture_reader_fix(reader: tf_keras.layers.Layer) -> str:
+    """What to do about ``reader``, a layer that cannot read the packed mixture it is given:
+    wrap a GPflux ``GPLayer``, replace GPflux's ``LikelihoodLayer``, else read the mixture's
+    mean or a sample first."""
+    if isinstance(reader, gpflux.layers.GPLayer):
+        return "wrap it: gpflux_avdgp.SigmaPointGPLayer(gp_layer)"
+    if isinstance(reader, gpflux.layers.LikelihoodLayer):
+        return (
+            "build the DeepGP with gpflux_avdgp.as_deep_gp(f_layers, likelihood), or end a "
+            "Sequential with gpflux_avdgp.TrainableLikelihood(likelihood)"
+        )
+    return "put gpflux_avdgp.MixtureMean() or MixtureSample() between them"
+
+
 def check_mixture_readers(layer: tf_keras.layers.Layer) -> None:
     """Refuse a layer of the model that reads ``layer``'s packed mixture but does not know it.
 
@@ -50,15 +66,15 @@ def check_mixture_readers(layer: tf_keras.layers.Layer) -> None:
     reader knows the mixture if its class sets ``reads_mixture = True`` (the package's layers
     do; a layer of your own that unpacks the mixture may too).
 
-    :raises ValueError: naming both layers and ``MixtureMean`` / ``MixtureSample``.
+    :raises ValueError: naming both layers and the fix (:func:`mixture_reader_fix`).
     """
     for node in getattr(layer, "_outbound_nodes", ()):
         reader = node.layer
         if not getattr(reader, "reads_mixture", False):
             raise ValueError(
                 f"{reader.name}: a {type(reader).__name__} reads the packed mixture [batch, "
-                f"components, 2 * D + 1] of {layer.name!r} as features; put "
-                "gpflux_avdgp.MixtureMean() or MixtureSample() between them"
+                f"components, 2 * D + 1] of {layer.name!r} as features; "
+                + mixture_reader_fix(reader)
             )
 
 

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from gpflux_avdgp import AmortizedGPLayer, SigmaPointGPLayer
+from gpflux_avdgp import AmortizedGPLayer, AVDGPModel, SigmaPointGPLayer
 
 
 def test_a_kernel_for_another_width_fails_at_build_naming_the_layer():
@@ -65,18 +65,46 @@ def test_an_input_of_unknown_width_is_refused_with_what_to_give():
         layer.build(tf.TensorShape([None, None]))
 
 
-def test_an_unwrapped_gpflux_layer_after_a_gp_layer_says_to_wrap_it():
+def test_an_unwrapped_gpflux_layer_added_after_a_gp_layer_is_refused_with_the_wrapper():
+    model = AVDGPModel(
+        [tf_keras.Input((2,), dtype=tf.float64), AmortizedGPLayer(2, 2, 10, name="gp")]
+    )
+    gp_layer = _gp_layer(2, 1.0)
+    with pytest.raises(ValueError) as caught:
+        model.add(gp_layer)
+    assert str(caught.value).splitlines() == [
+        f"{model.name}: layer {gp_layer.name!r} (GPLayer) follows 'gp', whose output is a packed "
+        "mixture; wrap it: gpflux_avdgp.SigmaPointGPLayer(gp_layer)"
+    ]
+
+
+def test_a_plain_sequential_says_to_wrap_with_the_opt_in_patches(gpflux_patched):
     model = tf_keras.Sequential(
         [tf_keras.Input((2,), dtype=tf.float64), AmortizedGPLayer(2, 2, 10)]
     )
     gp_layer = _gp_layer(2, 1.0)
     with pytest.raises(ValueError) as caught:
         model.add(gp_layer)
-    message = str(caught.value)
-    assert message.splitlines() == [
-        f"{gp_layer.name}: a GPflux GPLayer reads [batch, features], got the packed mixture "
-        "(None, 1, 5) of a GP layer before it; wrap it: gpflux_avdgp.SigmaPointGPLayer(gp_layer)"
+    assert str(caught.value).splitlines() == [
+        f"{gp_layer.name}: a GPflux GPLayer cannot read the packed mixture (None, 1, 5) of the "
+        "GP layer before it; wrap it: gpflux_avdgp.SigmaPointGPLayer(gp_layer)"
     ]
+
+
+def test_without_the_patches_gpflux_classes_are_gpfluxs_own():
+    """Importing the package changes no GPflux class; ``uninstall`` restores them."""
+    from gpflux_avdgp import gpflux_patches
+
+    original_call = gpflux_patches._ORIGINAL_LOSS_CALL
+    for installed in (False, True, False):
+        if installed:
+            gpflux_patches.install()
+        else:
+            gpflux_patches.uninstall()
+        assert gpflux_patches.installed() is installed
+        assert ("build" in gpflux.layers.GPLayer.__dict__) is installed
+        assert ("build" in gpflux.layers.LikelihoodLayer.__dict__) is installed
+        assert (gpflux.losses.LikelihoodLoss.call is original_call) is not installed
 
 
 def test_a_gpflux_layer_on_features_builds_as_before():
