@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from avdgp import training
 from avdgp._quiet_tensorflow import _is_noise
 from avdgp.data import Split, Standardizer, epoch_shuffled_batches
 from avdgp.experiments import bench, bench_results, bench_tables, demo, runner, zoo
 from avdgp.metrics import multiclass_metrics
-from gpflux_avdgp import AmortizedGPLayer, PredictiveMixture, SigmaPointGPLayer, training
+from gpflux_avdgp import AmortizedGPLayer, PredictiveMixture, SigmaPointGPLayer
 from gpflux_avdgp.inference import MLPInference
 from gpflux_avdgp.objectives import Objective
 from gpflux_avdgp.prediction import predict_mixture

@@ -25,8 +25,9 @@ from test_saving import (  # tests/ has no __init__.py: pytest puts it on sys.pa
 )
 
 import gpflux_avdgp
+from avdgp import training
 from avdgp.experiments.zoo import ModelSpec, build_model
-from gpflux_avdgp import AmortizedGPLayer, training
+from gpflux_avdgp import AmortizedGPLayer
 
 #: (model, rule, task): every family, every AVDGP rule, both tasks.
 ZOO = [

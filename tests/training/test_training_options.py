@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
+from avdgp import training
 from avdgp.data import Split
 from avdgp.experiments import runner, zoo
 from gpflux_avdgp import (
@@ -19,7 +20,6 @@ from gpflux_avdgp import (
     ValidationNLL,
     build_avdgp,
     predict_mixture,
-    training,
 )
 
 
