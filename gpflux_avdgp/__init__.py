@@ -7,6 +7,8 @@ trained with ``model.fit`` and :class:`AVDGPLoss`. The names here are the ones a
 needs; everything else is reachable from its module (``gpflux_avdgp.core``,
 ``gpflux_avdgp.layers``, ``gpflux_avdgp.propagation``, ...). The ``avdgp`` command and what only
 it needs live beside the library, in the :mod:`avdgp` package, which the library never imports.
+
+:func:`export` loads its module (the serving signatures) when first used.
 """
 
 from ._version import __version__
@@ -15,7 +17,6 @@ from .callbacks import ValidationNLL
 from .core.mixture import GaussianMixture
 from .deep_gp import as_deep_gp
 from .io.saving import load_model
-from .io.serving import export
 from .keras_metrics import MixtureAccuracy, MixtureBrier, MixtureCRPS, MixtureNLL, MixtureRMSE
 from .layers import (
     AmortizedGPLayer,
@@ -53,3 +54,12 @@ __all__ = [
     "load_model",
     "predict_mixture",
 ]
+
+
+def __getattr__(name: str):
+    """``gpflux_avdgp.export``, imported on first use."""
+    if name == "export":
+        from .io.serving import export
+
+        return export
+    raise AttributeError(f"module 'gpflux_avdgp' has no attribute {name!r}")

@@ -1,0 +1,65 @@
+"""The library stands apart from its application (docs/design.md, "Architecture"): importing
+``gpflux_avdgp`` loads the library only, changes no other library's classes and exports the
+names a Keras user needs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from helpers import REPO_ROOT
+
+#: Lines of our modules ``import gpflux_avdgp`` may load (the issue's target: about 4,500).
+LINE_BUDGET = 4_700
+#: Public names at the top level (the issue's target: about 20).
+NAME_BUDGET = 22
+
+_PROBE = """
+import json, sys
+import gpflux
+before = {
+    "gp_layer_build": "build" in gpflux.layers.GPLayer.__dict__,
+    "likelihood_layer_build": "build" in gpflux.layers.LikelihoodLayer.__dict__,
+    "loss_call": gpflux.losses.LikelihoodLoss.call,
+}
+import gpflux_avdgp
+after = {
+    "gp_layer_build": "build" in gpflux.layers.GPLayer.__dict__,
+    "likelihood_layer_build": "build" in gpflux.layers.LikelihoodLayer.__dict__,
+    "loss_call": gpflux.losses.LikelihoodLoss.call,
+}
+ours = sorted(m for m in sys.modules if m.split(".")[0] in ("gpflux_avdgp", "avdgp"))
+print(json.dumps({
+    "modules": ours,
+    "lines": sum(len(open(sys.modules[m].__file__).read().splitlines()) for m in ours),
+    "names": gpflux_avdgp.__all__,
+    "resolved": all(getattr(gpflux_avdgp, n, None) is not None for n in gpflux_avdgp.__all__),
+    "gpflux_unchanged": before == after,
+}))
+"""
+
+
+def _probe() -> dict:
+    result = subprocess.run(
+        [sys.executable, "-c", _PROBE], capture_output=True, text=True, cwd=REPO_ROOT, check=True
+    )
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_importing_the_library_loads_no_application_module_and_changes_no_gpflux_class():
+    probe = _probe()
+    assert not [m for m in probe["modules"] if m.split(".")[0] == "avdgp"], probe["modules"]
+    assert "gpflux_avdgp.gpflux_patches" not in probe["modules"]
+    assert "gpflux_avdgp.io.serving" not in probe["modules"]  # loaded by export's first use
+    assert probe["lines"] <= LINE_BUDGET, probe["lines"]
+    assert probe["gpflux_unchanged"]
+
+
+def test_the_library_exports_the_names_of_a_keras_user_and_they_resolve():
+    probe = _probe()
+    assert len(probe["names"]) <= NAME_BUDGET, probe["names"]
+    assert probe["resolved"]
+    assert {"AmortizedGPLayer", "AVDGPLoss", "build_avdgp", "predict_mixture", "export"} <= set(
+        probe["names"]
+    )
