@@ -1,11 +1,13 @@
 """Packaging for gpflux_avdgp."""
 
 import os
+import re
 
 from setuptools import find_packages, setup
 
 HERE = os.path.abspath(os.path.dirname(__file__))
 README_PATH = os.path.join(HERE, "README.md")
+VERSION_PATH = os.path.join(HERE, "gpflux_avdgp", "_version.py")
 
 if os.path.exists(README_PATH):
     with open(README_PATH, encoding="utf-8") as f:
@@ -13,9 +15,12 @@ if os.path.exists(README_PATH):
 else:
     LONG_DESCRIPTION = ""
 
+with open(VERSION_PATH, encoding="utf-8") as f:  # the one place the version is written
+    VERSION = re.search(r'^__version__ = "([^"]+)"$', f.read(), re.M).group(1)
+
 setup(
     name="gpflux_avdgp",
-    version="0.1.0",
+    version=VERSION,
     description=(
         "Amortized variational inference for deep Gaussian processes "
         "as GPflux-style Keras layers"

@@ -1,5 +1,6 @@
 """Sphinx configuration for gpflux_avdgp."""
 
+import importlib.metadata
 import os
 import sys
 
@@ -13,8 +14,8 @@ sys.path.insert(0, os.path.abspath(".."))
 project = "gpflux_avdgp"
 author = "gpflux_avdgp developers"
 copyright = "gpflux_avdgp developers"
-release = "0.1.0"
-version = "0.1"
+release = importlib.metadata.version("gpflux_avdgp")  # from gpflux_avdgp/_version.py
+version = ".".join(release.split(".")[:2])
 
 # -- General configuration ---------------------------------------------------
 

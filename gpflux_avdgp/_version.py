@@ -1,3 +1,4 @@
-"""The package version (one place: the package, setup.py and exports read it)."""
+"""The package version, written here only: ``setup.py``, ``gpflux_avdgp.__version__`` and
+the serving export read it."""
 
 __version__ = "0.1.0"

@@ -1,6 +1,6 @@
 """NumPy loop references for the maths of gpflux_avdgp (GPflow ``tests/.../reference.py`` style).
 
-Everything here is written from the formulas in ``DESIGN.md`` and the paper with plain NumPy
+Everything here is written from the formulas in ``docs/maths.md`` and the paper with plain NumPy
 and explicit Python loops over datapoints, sigma points, outputs and inducing points. Nothing
 here calls the package (or TensorFlow): the helpers in the last section only read a built
 layer's weights as arrays. A test comparing the two checks the vectorised TensorFlow code

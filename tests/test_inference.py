@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-import reference  # tests/ has no __init__.py: pytest puts it on sys.path
+import reference
 import tensorflow as tf
 from gpflow.keras import tf_keras
 from helpers import REFERENCE_TOLERANCE

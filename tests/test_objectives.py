@@ -3,7 +3,7 @@
 import gpflow
 import numpy as np
 import pytest
-import reference  # tests/ has no __init__.py: pytest puts it on sys.path
+import reference
 import tensorflow as tf
 from helpers import REFERENCE_TOLERANCE
 

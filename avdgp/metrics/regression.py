@@ -40,7 +40,8 @@ def _crps_a(mu: np.ndarray, variance: np.ndarray) -> np.ndarray:
     """``A(mu, s^2) = E|X|`` for ``X ~ N(mu, s^2)``: ``2 s phi(mu / s) + mu (2 Phi(mu / s) - 1)``.
 
     ``2 Phi(z) - 1 = erf(z / sqrt(2))``: the public reference code drops the ``sqrt(2)``
-    (DESIGN.md section 6), which inflates the CRPS. A zero variance gives ``|mu|``.
+    (docs/design.md, "Reference-code mistakes we do not repeat"), which inflates the CRPS. A
+    zero variance gives ``|mu|``.
     """
     std = np.sqrt(variance)
     positive = std > 0.0

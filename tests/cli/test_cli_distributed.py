@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cluster import Finished, run_cluster  # tests/ has no __init__.py: pytest puts it on sys.path
+from cluster import Finished, run_cluster
 from helpers import assert_one_line_cli_error, run_cli
 
 from avdgp.cli import main

@@ -1,4 +1,5 @@
-"""Pin the fixes of the public reference code's mistakes that live in the core (DESIGN.md, 6).
+"""Pin the fixes of the public reference code's mistakes that live in the core (docs/design.md,
+"Reference-code mistakes we do not repeat").
 
 * AR1 must draw independent Monte Carlo samples for every datapoint and component (the
   reference code pairs datapoint ``b`` with node ``b mod S``, collapsing the quadrature).

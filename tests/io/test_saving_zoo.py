@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from gpflow.keras import tf_keras
-from test_saving import (  # tests/ has no __init__.py: pytest puts it on sys.path
+from test_saving import (
     FORMATS,
     assert_loss_shares_likelihood,
     assert_same_optimizer_state,

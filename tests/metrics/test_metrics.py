@@ -117,7 +117,8 @@ def test_mixture_crps_matches_quadrature(y, weights, means, variances):
 
 
 def test_crps_is_not_the_reference_codes_erf_bug():
-    """DESIGN.md section 6: the reference code's CRPS uses ``erf(z)`` for ``erf(z / sqrt(2))``."""
+    """docs/design.md, "Reference-code mistakes": the reference code's CRPS uses ``erf(z)``
+    for ``erf(z / sqrt(2))``."""
     ours = metrics.gaussian_crps([1.0], [0.0], [1.0])[0]
     z = 1.0
     buggy = z * math.erf(z) + 2 * stats.norm.pdf(z) - 1 / math.sqrt(math.pi)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cluster import run_cluster  # tests/ has no __init__.py: pytest puts it on sys.path
+from cluster import run_cluster
 from helpers import SCRIPTS_DIR
 
 SCRIPT = SCRIPTS_DIR / "multiworker_fit.py"
