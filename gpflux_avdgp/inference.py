@@ -173,7 +173,7 @@ class _InferenceBase(tf_keras.layers.Layer):
         self.output_dim = check_positive_int("output_dim", output_dim)
         self.hidden_layers = check_nonnegative_int("hidden_layers", hidden_layers)
         if not isinstance(full_rank, bool):
-            raise ValueError(f"full_rank: expected a bool, got {full_rank!r}")
+            raise TypeError(f"full_rank: expected a bool, got {full_rank!r}")
         self.full_rank = full_rank
         self.seed = seed
 

@@ -180,7 +180,7 @@ class AVDGPLoss(tf_keras.losses.Loss):
         **kwargs,
     ):
         if not isinstance(likelihood, gpflow.likelihoods.Likelihood):
-            raise ValueError(f"likelihood: expected a GPflow likelihood, got {likelihood!r}")
+            raise TypeError(f"likelihood: expected a GPflow likelihood, got {likelihood!r}")
         super().__init__(name=name, **kwargs)
         self.likelihood = likelihood
         self.objective = check_choice("objective", objective, Objective)

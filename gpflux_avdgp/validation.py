@@ -1,4 +1,7 @@
-"""Argument checks shared by the public constructors: each error names the argument."""
+"""Argument checks shared by the public constructors: each error names the argument.
+
+An argument of the wrong type raises ``TypeError``, a value out of range ``ValueError``.
+"""
 
 from __future__ import annotations
 
@@ -17,18 +20,29 @@ __all__ = [
 E = TypeVar("E", bound=enum.Enum)
 
 
-def check_positive_int(name: str, value: object) -> int:
-    """Return ``value`` as an ``int`` if it is an integer ``>= 1``, else raise ``ValueError``."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name}: expected an integer >= 1, got {value!r}")
+def _check_int(name: str, value: object, minimum: int) -> int:
+    expected = f"{name}: expected an integer >= {minimum}, got {value!r}"
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{expected} ({type(value).__name__})")
+    if value < minimum:
+        raise ValueError(expected)
     return int(value)
+
+
+def check_positive_int(name: str, value: object) -> int:
+    """Return ``value`` as an ``int`` if it is an integer ``>= 1``.
+
+    :raises TypeError: for a non-integer (``bool`` included); ``ValueError`` for one below 1.
+    """
+    return _check_int(name, value, 1)
 
 
 def check_nonnegative_int(name: str, value: object) -> int:
-    """Return ``value`` as an ``int`` if it is an integer ``>= 0``, else raise ``ValueError``."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-        raise ValueError(f"{name}: expected an integer >= 0, got {value!r}")
-    return int(value)
+    """Return ``value`` as an ``int`` if it is an integer ``>= 0``.
+
+    :raises TypeError: for a non-integer (``bool`` included); ``ValueError`` for a negative one.
+    """
+    return _check_int(name, value, 0)
 
 
 def check_optional_positive_int(name: str, value: object) -> Optional[int]:
@@ -37,13 +51,21 @@ def check_optional_positive_int(name: str, value: object) -> Optional[int]:
 
 
 def check_choice(name: str, value: object, choices: type[E]) -> E:
-    """Return the member of the ``Enum`` ``choices`` named or valued ``value``."""
+    """Return the member of the ``Enum`` ``choices`` named or valued ``value``.
+
+    :raises TypeError: if ``value`` is neither a member nor a string; ``ValueError`` for a
+        string that names no member.
+    """
     if isinstance(value, choices):
         return value
-    for member in choices:
-        if isinstance(value, str) and value.lower() == str(member.value):
-            return member
     allowed = ", ".join(repr(m.value) for m in choices)
+    if not isinstance(value, str):
+        raise TypeError(
+            f"{name}: expected one of {allowed}, got {value!r} ({type(value).__name__})"
+        )
+    for member in choices:
+        if value.lower() == str(member.value):
+            return member
     raise ValueError(f"{name}: expected one of {allowed}, got {value!r}")
 
 
@@ -52,10 +74,10 @@ def check_feature_matrix(
 ) -> np.ndarray:
     """Return ``value`` as a finite, non-empty numeric array ``[N, D]`` (``D = num_features``).
 
-    Checks, in this order: a numeric (integer or floating) dtype, rank 2, the width
-    ``num_features`` (when given), at least one row, no NaN or infinite value. Each failure is a
-    ``ValueError`` naming ``name`` with the expected and actual value; a NaN/inf error gives the
-    (0-based) ``[row, column]`` of the first bad value.
+    Checks, in this order: a numeric (integer or floating) dtype (else ``TypeError``), rank 2,
+    the width ``num_features`` (when given), at least one row, no NaN or infinite value (each
+    else ``ValueError``). Each error names ``name`` with the expected and actual value; a
+    NaN/inf error gives the (0-based) ``[row, column]`` of the first bad value.
 
     :param name: the argument's name in error messages.
     :param value: an array-like or an eager tensor, ``[N, D]``.
@@ -67,12 +89,12 @@ def check_feature_matrix(
     try:
         array = np.asarray(value)
     except (TypeError, ValueError) as error:  # ragged nested lists, odd objects
-        raise ValueError(
+        raise TypeError(
             f"{name}: expected a numeric array [N, D], got {type(value).__name__} ({error})"
         ) from None
     width = "D" if num_features is None else str(num_features)
     if array.dtype.kind not in "iuf":
-        raise ValueError(
+        raise TypeError(
             f"{name}: expected a numeric (integer or floating) array [N, {width}], got dtype "
             f"{array.dtype} ({type(value).__name__})"
         )

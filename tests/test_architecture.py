@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from helpers import REPO_ROOT
 
 #: Lines of our modules ``import gpflux_avdgp`` may load (the issue's target: about 4,500).
@@ -40,15 +41,16 @@ print(json.dumps({
 """
 
 
-def _probe() -> dict:
+@pytest.fixture(scope="module")
+def probe() -> dict:
+    """What a fresh ``import gpflux_avdgp`` loads and changes (one subprocess)."""
     result = subprocess.run(
         [sys.executable, "-c", _PROBE], capture_output=True, text=True, cwd=REPO_ROOT, check=True
     )
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def test_importing_the_library_loads_no_application_module_and_changes_no_gpflux_class():
-    probe = _probe()
+def test_importing_the_library_loads_no_application_module_and_changes_no_gpflux_class(probe):
     assert not [m for m in probe["modules"] if m.split(".")[0] == "avdgp"], probe["modules"]
     assert "gpflux_avdgp.gpflux_patches" not in probe["modules"]
     assert "gpflux_avdgp.io.serving" not in probe["modules"]  # loaded by export's first use
@@ -56,8 +58,7 @@ def test_importing_the_library_loads_no_application_module_and_changes_no_gpflux
     assert probe["gpflux_unchanged"]
 
 
-def test_the_library_exports_the_names_of_a_keras_user_and_they_resolve():
-    probe = _probe()
+def test_the_library_exports_the_names_of_a_keras_user_and_they_resolve(probe):
     assert len(probe["names"]) <= NAME_BUDGET, probe["names"]
     assert probe["resolved"]
     assert {"AmortizedGPLayer", "AVDGPLoss", "build_avdgp", "predict_mixture", "export"} <= set(

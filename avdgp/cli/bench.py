@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..errors import CommandLineError
 from .common import progress_stream
-from .parser import UsageError
 
 __all__ = ["bench_command"]
 
@@ -19,7 +19,7 @@ def bench_command(args) -> int:
         parse_model_name(name)  # unknown names fail before any training
     datasets = [name.strip() for name in args.datasets.split(",") if name.strip()]
     if not datasets:
-        raise UsageError("avdgp bench: --datasets is empty")
+        raise CommandLineError("avdgp bench: --datasets is empty")
     settings = BenchSettings(
         datasets=datasets,
         models=models,

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from .parser import UsageError
+from ..errors import CommandLineError
 
 __all__ = ["check_output_file", "check_output_paths", "one_line", "print_record", "progress_stream"]
 
@@ -26,17 +26,21 @@ def check_output_paths(json_file: Optional[str], save_dir: Optional[str]) -> Non
     if json_file is not None:
         path = Path(json_file)
         if path.is_dir():
-            raise UsageError(f"avdgp fit: --json {json_file}: is a folder, expected a file name")
+            raise CommandLineError(
+                f"avdgp fit: --json {json_file}: is a folder, expected a file name"
+            )
         parent = path.parent if str(path.parent) else Path(".")
         if parent.exists() and not os.access(parent, os.W_OK):
-            raise UsageError(f"avdgp fit: --json {json_file}: folder {parent} is not writable")
+            raise CommandLineError(
+                f"avdgp fit: --json {json_file}: folder {parent} is not writable"
+            )
     if save_dir is not None:
         path = Path(save_dir)
         if path.exists() and not path.is_dir():
-            raise UsageError(f"avdgp fit: --save {save_dir}: is a file, expected a folder")
+            raise CommandLineError(f"avdgp fit: --save {save_dir}: is a file, expected a folder")
         existing = next((p for p in [path, *path.parents] if p.exists()), Path("."))
         if not os.access(existing, os.W_OK):
-            raise UsageError(f"avdgp fit: --save {save_dir}: {existing} is not writable")
+            raise CommandLineError(f"avdgp fit: --save {save_dir}: {existing} is not writable")
 
 
 def check_output_file(command: str, option: str, value: Optional[str]) -> None:
@@ -44,10 +48,12 @@ def check_output_file(command: str, option: str, value: Optional[str]) -> None:
         return
     path = Path(value)
     if path.is_dir():
-        raise UsageError(f"avdgp {command}: {option} {value}: is a folder, expected a file name")
+        raise CommandLineError(
+            f"avdgp {command}: {option} {value}: is a folder, expected a file name"
+        )
     existing = next((p for p in path.absolute().parents if p.exists()), Path("."))
     if not existing.is_dir() or not os.access(existing, os.W_OK):
-        raise UsageError(f"avdgp {command}: {option} {value}: {existing} is not writable")
+        raise CommandLineError(f"avdgp {command}: {option} {value}: {existing} is not writable")
 
 
 def print_record(record) -> None:

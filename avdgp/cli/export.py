@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .parser import UsageError
+from ..errors import CommandLineError
 from .saved_run import load_saved_run
 
 __all__ = ["export_command"]
@@ -14,15 +14,15 @@ __all__ = ["export_command"]
 def _check_export_dir(value: str) -> None:
     path = Path(value)
     if path.exists() and not path.is_dir():
-        raise UsageError(f"avdgp export: EXPORT_DIR {value}: is a file, expected a folder")
+        raise CommandLineError(f"avdgp export: EXPORT_DIR {value}: is a file, expected a folder")
     if path.is_dir() and any(path.iterdir()) and not (path / "saved_model.pb").is_file():
-        raise UsageError(
+        raise CommandLineError(
             f"avdgp export: EXPORT_DIR {value}: is a non-empty folder that holds no export; "
             "choose a new folder (a previous export is overwritten)"
         )
     existing = next((p for p in [path, *path.absolute().parents] if p.exists()), Path("."))
     if not os.access(existing, os.W_OK):
-        raise UsageError(f"avdgp export: EXPORT_DIR {value}: {existing} is not writable")
+        raise CommandLineError(f"avdgp export: EXPORT_DIR {value}: {existing} is not writable")
 
 
 def export_command(args) -> int:

@@ -13,8 +13,9 @@ import warnings
 from pathlib import Path
 from typing import Optional
 
+from ..errors import CommandLineError
 from .common import check_output_paths, one_line, print_record, progress_stream
-from .parser import UsageError, checked
+from .parser import checked
 
 __all__ = ["fit_command"]
 
@@ -132,13 +133,13 @@ def _fit_strategy(name: str):
         try:
             configure_cpu_devices(count(cpus))
         except (argparse.ArgumentTypeError, ValueError) as error:
-            raise UsageError(f"avdgp fit: ${ENV_CPU_DEVICES}: {one_line(error)}") from None
+            raise CommandLineError(f"avdgp fit: ${ENV_CPU_DEVICES}: {one_line(error)}") from None
     if name == "default":
         return None
     try:
         return strategy_from_name(name)
     except (TFConfigError, ValueError) as error:
-        raise UsageError(f"avdgp fit: --strategy {name}: {one_line(error)}") from None
+        raise CommandLineError(f"avdgp fit: --strategy {name}: {one_line(error)}") from None
 
 
 def _streams(args) -> bool:
@@ -167,14 +168,14 @@ def _fit_streaming(args) -> int:
 
     check_output_paths(args.json, args.save)
     if args.split is not None:
-        raise UsageError(
+        raise CommandLineError(
             "avdgp fit: --split picks a test mask of a UCI folder; with CSV shards give "
             "--test-data or --test-fraction"
         )
     if getattr(args, "strategy", "default") != "default":
-        raise UsageError("avdgp fit: --strategy is not supported with streamed CSV shards")
+        raise CommandLineError("avdgp fit: --strategy is not supported with streamed CSV shards")
     if args.restore_best:
-        raise UsageError(
+        raise CommandLineError(
             "avdgp fit: --restore-best needs a validation split, which streamed CSV shards do "
             "not have; leave it out (the last epoch's weights are kept)"
         )
@@ -182,7 +183,7 @@ def _fit_streaming(args) -> int:
     spec = model_spec(args)
     spec.resolved_dims(), spec.resolved_inducing()  # validate before reading the shards
     if args.patience:
-        raise UsageError(
+        raise CommandLineError(
             "avdgp fit: --patience stops on the validation NLL, which streamed CSV shards do not "
             "have; leave it out"
         )
@@ -226,13 +227,13 @@ def _train_and_test_shards(args) -> tuple[list, list]:
     if args.test_data is not None:
         return shards, resolve_shards(args.test_data)
     if len(shards) < 2:
-        raise UsageError(
+        raise CommandLineError(
             f"avdgp fit: DATA {args.data} names 1 CSV shard; give --test-data, or 2 or more "
             "shards (the last ceil(test fraction x shards) are the test set)"
         )
     num_test = max(1, math.ceil(args.test_fraction * len(shards) - 1e-9))
     if num_test >= len(shards):
-        raise UsageError(
+        raise CommandLineError(
             f"avdgp fit: --test-fraction {args.test_fraction} of {len(shards)} shards leaves "
             "no training shard"
         )

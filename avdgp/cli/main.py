@@ -12,11 +12,12 @@ import os
 import sys
 from typing import Optional, Sequence
 
+from ..errors import CommandLineError, UsageError
 from .bench import bench_command
 from .demo import demo_command
 from .export import export_command
 from .fit import fit_command
-from .parser import UsageError, build_parser
+from .parser import build_parser
 from .predict import predict_command
 
 __all__ = ["main"]
@@ -48,7 +49,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         tf.get_logger().setLevel("ERROR")  # retracing notices are not the user's concern
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args)
-    except UsageError as error:
+    except CommandLineError as error:
         print(str(error), file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
@@ -72,14 +73,13 @@ def _is_lost_worker(error: Exception) -> bool:
 
 
 def _report(error: Exception) -> int:
-    from ..data import DataError
     from ..training import TrainingDiverged
 
     message = " ".join(str(error).split()) or type(error).__name__
     if isinstance(error, TrainingDiverged):
         print(f"avdgp: training diverged: {message}", file=sys.stderr)
         return EXIT_DIVERGED
-    if isinstance(error, (DataError, ValueError, OSError)):
+    if isinstance(error, (UsageError, ValueError, OSError)):  # TypeError: ours (see ..errors)
         print(f"avdgp: error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if _is_lost_worker(error):

@@ -6,21 +6,18 @@ import argparse
 
 from gpflux_avdgp.propagation import MODEL_RULES
 
+from ..errors import CommandLineError
 from ..training.config import MAX_LEARNING_RATE
 from ..training.distribute import STRATEGY_NAMES
 
-__all__ = ["UsageError", "build_parser", "checked"]
-
-
-class UsageError(Exception):
-    """Bad command-line input; the message is printed as one line."""
+__all__ = ["CommandLineError", "build_parser", "checked"]
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse that reports a usage error as one line (no usage dump) and exit status 2."""
 
     def error(self, message: str):  # noqa: D401 - argparse API
-        raise UsageError(f"{self.prog}: {message} (see '{self.prog} --help')")
+        raise CommandLineError(f"{self.prog}: {message} (see '{self.prog} --help')")
 
 
 def _int_list(text: str) -> list[int]:

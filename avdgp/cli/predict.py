@@ -9,8 +9,8 @@ from typing import Optional
 
 import numpy as np
 
+from ..errors import CommandLineError
 from .common import check_output_file
-from .parser import UsageError
 from .saved_run import SavedRun, load_saved_run
 
 __all__ = ["predict_command"]
@@ -37,14 +37,14 @@ def _feature_columns(
         dataset = load_dataset(data, min_rows=1)  # target -1: the last column
     except TooFewColumnsError:
         if num_features != 1:
-            raise UsageError(
+            raise CommandLineError(
                 f"avdgp predict: DATA {data} has 1 column, the model expects {num_features} "
                 f"features (or {num_features + 1} with the target)"
             ) from None
         return _single_column(data)  # the one feature of a one-feature model
     if lower.endswith(".npz"):
         if dataset.num_features != num_features:
-            raise UsageError(
+            raise CommandLineError(
                 f"avdgp predict: DATA {data}: array 'X' has {dataset.num_features} columns, "
                 f"the model expects {num_features} features"
             )
@@ -53,7 +53,7 @@ def _feature_columns(
     if columns == num_features:  # no target: every column is a feature, in file order
         return np.column_stack([dataset.inputs, dataset.targets])
     if columns != num_features + 1:
-        raise UsageError(
+        raise CommandLineError(
             f"avdgp predict: DATA {data} has {columns} columns, the model expects "
             f"{num_features} features (or {num_features + 1} with the target)"
         )
@@ -106,7 +106,7 @@ def _prediction_rows(saved: SavedRun, inputs: np.ndarray, batch_size: int) -> li
     if saved.task == "classification":
         return _class_rows(prediction.class_probabilities(), saved.data.get("classes"))
     if prediction.y_means.shape[-1] != 1:
-        raise UsageError(
+        raise CommandLineError(
             f"avdgp predict: the model has {prediction.y_means.shape[-1]} outputs; predict "
             "writes one target per row"
         )
@@ -138,7 +138,7 @@ def _class_rows(probabilities: np.ndarray, classes: Optional[list]) -> list[list
     if classes is None:  # saved before the labels were recorded: the class indices
         classes = [float(k) for k in range(num_classes)]
     if len(classes) != num_classes:
-        raise UsageError(
+        raise CommandLineError(
             f"avdgp predict: run.json lists {len(classes)} classes, the model predicts "
             f"{num_classes}"
         )

@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import CommandLineError
 from .common import one_line
-from .parser import UsageError
 
 __all__ = ["SavedRun", "load_saved_run"]
 
@@ -41,22 +41,22 @@ class SavedRun:
 
 
 def _load_keras_model(path: Path, command: str):
-    """``path`` (a ``.keras`` file) as a model; a file that does not load is a UsageError."""
+    """``path`` (a ``.keras`` file) as a model; a file that does not load is a CommandLineError."""
     from gpflux_avdgp.io.saving import ModelFileError, load_model
 
     try:
         return load_model(str(path))
     except ModelFileError as error:
-        raise UsageError(f"avdgp {command}: {one_line(error)}") from error
+        raise CommandLineError(f"avdgp {command}: {one_line(error)}") from error
     except Exception as error:  # noqa: BLE001 - a corrupt file fails in many ways
-        raise UsageError(
+        raise CommandLineError(
             f"avdgp {command}: {path}: could not load the model ({type(error).__name__}: "
             f"{one_line(error)[:300]})"
         ) from error
 
 
 def load_saved_run(model_dir: str, command: str) -> SavedRun:
-    """Read ``MODEL_DIR`` (``run.json`` and ``model.keras``) or raise a one-line UsageError.
+    """Read ``MODEL_DIR`` (``run.json`` and ``model.keras``) or raise a one-line CommandLineError.
 
     A little over 60 lines: one check per way a folder can be wrong, each with its own message,
     in the order a user would fix them."""
@@ -66,12 +66,14 @@ def load_saved_run(model_dir: str, command: str) -> SavedRun:
     where = f"avdgp {command}: MODEL_DIR {model_dir}"
     directory = Path(model_dir)
     if not directory.exists():
-        raise UsageError(f"{where}: no such folder")
+        raise CommandLineError(f"{where}: no such folder")
     if not directory.is_dir():
-        raise UsageError(f"{where}: is a file, expected a folder written by 'avdgp fit --save'")
+        raise CommandLineError(
+            f"{where}: is a file, expected a folder written by 'avdgp fit --save'"
+        )
     run_file = directory / "run.json"
     if not run_file.is_file():
-        raise UsageError(
+        raise CommandLineError(
             f"avdgp {command}: {run_file}: missing; MODEL_DIR must be a folder written by "
             "'avdgp fit --save'"
         )
@@ -83,23 +85,25 @@ def load_saved_run(model_dir: str, command: str) -> SavedRun:
         scaling = info.get("standardizer")
         data = info.get("data") or {}
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as e:
-        raise UsageError(
+        raise CommandLineError(
             f"avdgp {command}: {run_file}: not a run description written by 'avdgp fit "
             f"--save' ({type(e).__name__}: {one_line(e)[:200]})"
         ) from None
     if task not in ("regression", "classification") or dtype not in FLOAT_TYPES:
-        raise UsageError(f"avdgp {command}: {run_file}: unknown task {task!r} or dtype {dtype!r}")
+        raise CommandLineError(
+            f"avdgp {command}: {run_file}: unknown task {task!r} or dtype {dtype!r}"
+        )
     label = result.get("label") or spec.get("model", "model")
     if keras_file is None:
-        raise UsageError(
+        raise CommandLineError(
             f"{where}: holds no model.keras (the {label} model could not be serialised when it "
             "was saved); fit it again with a newer 'avdgp fit --save'"
         )
     model_file = directory / keras_file
     if not model_file.is_file():
-        raise UsageError(f"avdgp {command}: {model_file}: missing")
+        raise CommandLineError(f"avdgp {command}: {model_file}: missing")
     if scaling is None:
-        raise UsageError(
+        raise CommandLineError(
             f"avdgp {command}: {run_file}: records no standardiser (saved by an older 'avdgp "
             "fit' for classification), so raw features cannot be mapped; fit it again with "
             "--save"
@@ -114,12 +118,12 @@ def load_saved_run(model_dir: str, command: str) -> SavedRun:
             y_std=float(scaling["y_std"]),
         )
     except (KeyError, TypeError, ValueError) as e:
-        raise UsageError(
+        raise CommandLineError(
             f"avdgp {command}: {run_file}: bad standardizer ({type(e).__name__}: {e})"
         ) from None
     saved = SavedRun(model, standardizer, task, dtype, label, data)
     if standardizer.x_mean.shape != (saved.num_features,):
-        raise UsageError(
+        raise CommandLineError(
             f"avdgp {command}: {run_file}: the standardizer has {standardizer.x_mean.size} "
             f"input means, the model takes {saved.num_features} features"
         )

@@ -22,6 +22,8 @@ from typing import Iterator, Optional
 
 import numpy as np
 
+from ..errors import UsageError
+
 __all__ = [
     "CsvLayout",
     "DataError",
@@ -44,7 +46,7 @@ DELIMITER_NAMES = {",": "comma", ";": "semicolon", "\t": "tab"}
 MAX_LISTED = 10
 
 
-class DataError(ValueError):
+class DataError(UsageError, ValueError):
     """Bad input data; the message is one line meant for the user, without a traceback."""
 
 

@@ -30,7 +30,13 @@ from ..training.distribute import barrier, is_chief, worker_save_dir
 from ..training.fit import best_epoch_callbacks, fit_model
 from ..training.progress import EpochProgress
 from ..training.record import DataColumns, RunRecord
-from ..training.rundir import array_data, prepare_run_dir, remove_if_empty, save_run
+from ..training.rundir import (
+    array_data,
+    locks_save_dir,
+    prepare_run_dir,
+    remove_if_empty,
+    save_run,
+)
 from .zoo import BuiltModel, ModelSpec, Task, build_model
 
 __all__ = [
@@ -112,6 +118,7 @@ def _timed_prediction(built: BuiltModel, inputs: np.ndarray, batch_size: int):
     return prediction, time.perf_counter() - start
 
 
+@locks_save_dir
 def run(
     spec: ModelSpec,
     split: Split,

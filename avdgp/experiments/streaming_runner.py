@@ -29,7 +29,7 @@ from ..training.config import TrainConfig, float_type
 from ..training.fit import fit_model_on_dataset
 from ..training.progress import EpochProgress
 from ..training.record import DataColumns, RunRecord
-from ..training.rundir import prepare_run_dir, save_run, shard_data
+from ..training.rundir import locks_save_dir, prepare_run_dir, save_run, shard_data
 from .runner import class_probabilities, classification_scores, run_record, score_prediction
 from .zoo import BuiltModel, ModelSpec, Task, build_model
 
@@ -188,6 +188,7 @@ def _init_rows(
     return x.numpy()
 
 
+@locks_save_dir
 def run_streaming(
     spec: ModelSpec,
     train: ShardStatistics,

@@ -1,26 +1,38 @@
 """A run folder (``avdgp fit --save DIR``): ``settings.json`` to resume an interrupted run,
 the ``backup`` folder of ``BackupAndRestore``, and the finished run's ``weights``,
 ``model.keras`` and ``run.json``. The same code serves runs on arrays and on streamed shards;
-only the description of the data differs (:func:`array_data`, :func:`shard_data`)."""
+only the description of the data differs (:func:`array_data`, :func:`shard_data`).
+
+One folder, one run: :func:`holding_run_dir` locks the folder for the whole run (training,
+scoring, saving), so a second process on it is refused in one line; the lock goes with the
+process, also after a crash. ``settings.json`` and ``run.json`` are written atomically."""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import functools
 import hashlib
 import json
 import os
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Optional, TextIO
+from typing import Any, Callable, Iterator, Optional, TextIO
 
 import numpy as np
 
 from ..data import ShardStatistics, Standardizer
+from ..errors import UsageError
 from .config import TrainConfig
+from .distribute import is_chief
 from .record import DataColumns, RunRecord
 
 __all__ = [
     "BACKUP_DIR",
+    "LOCK_FILE",
+    "RunDirInUse",
+    "holding_run_dir",
+    "locks_save_dir",
     "SETTINGS_FILE",
     "array_data",
     "prepare_run_dir",
@@ -34,6 +46,59 @@ SETTINGS_FILE = "settings.json"
 
 
 BACKUP_DIR = "backup"
+
+
+LOCK_FILE = ".lock"
+
+
+class RunDirInUse(UsageError):
+    """Another process is running in the folder."""
+
+
+@contextlib.contextmanager
+def holding_run_dir(directory: Path) -> Iterator[None]:
+    """Hold ``directory``'s lock (``.lock``, an exclusive ``flock``) for the block.
+
+    The operating system releases the lock when the process ends, crash included, so a stale
+    ``.lock`` file never blocks a later run.
+
+    :raises RunDirInUse: if another process holds it.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / LOCK_FILE, "a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "another process"
+            raise RunDirInUse(
+                f"{directory}: another avdgp run is using this folder ({holder}); wait for it "
+                "to finish or choose another --save folder"
+            ) from None
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"pid {os.getpid()}")
+        lock.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def locks_save_dir(run: Callable) -> Callable:
+    """Decorate a run function whose keyword ``save_dir`` is its folder: the chief process
+    holds the folder (:func:`holding_run_dir`) from preparing it to saving the run; the other
+    workers of a multi-worker run (keyword ``strategy``) only read it."""
+
+    @functools.wraps(run)
+    def locked(*args, **kwargs):
+        save_dir, strategy = kwargs.get("save_dir"), kwargs.get("strategy")
+        if save_dir is None or (strategy is not None and not is_chief(strategy)):
+            return run(*args, **kwargs)
+        with holding_run_dir(Path(save_dir)):
+            return run(*args, **kwargs)
+
+    return locked
 
 
 def array_data(inputs: np.ndarray, targets: np.ndarray) -> dict:
@@ -112,9 +177,7 @@ def prepare_run_dir(
             print(f"[{label}] resuming the interrupted run in {directory}", file=stream)
     if write:
         directory.mkdir(parents=True, exist_ok=True)
-        partial = settings_file.with_name(f".{SETTINGS_FILE}.{os.getpid()}")
-        partial.write_text(json.dumps(settings, indent=2))
-        partial.replace(settings_file)  # atomic: other workers read all of it or nothing
+        _write_atomically(settings_file, json.dumps(settings, indent=2))
     return backup_dir
 
 
@@ -164,7 +227,14 @@ def save_run(
         "result": record.as_dict(),
         "data": None if data_columns is None else data_columns.as_dict(),
     }
-    (directory / "run.json").write_text(json.dumps(info, indent=2, default=_jsonable))
+    _write_atomically(directory / "run.json", json.dumps(info, indent=2, default=_jsonable))
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that a reader sees all of it or the previous file."""
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    partial.write_text(text)
+    partial.replace(path)
 
 
 def remove_if_empty(directory: Path) -> None:

@@ -151,7 +151,7 @@ class AmortizedGPLayer(MixtureLayer):
         self.hidden_layers = check_nonnegative_int("hidden_layers", hidden_layers)
         for name, flag in (("ard", ard), ("full_rank", full_rank), ("whiten", whiten)):
             if not isinstance(flag, bool):
-                raise ValueError(f"{name}: expected a bool, got {flag!r}")
+                raise TypeError(f"{name}: expected a bool, got {flag!r}")
         self.ard, self.full_rank, self.whiten = ard, full_rank, whiten
         if not isinstance(kernel, gpflow.kernels.Kernel):
             make_kernel(kernel, 1, ard=False)  # validates the name now, not at build

@@ -155,7 +155,7 @@ class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer):
         if noise_seed is None:
             noise_seed = seed if seed is not None else int(np.random.randint(2**31 - 1))
         if not isinstance(noise_seed, (int, np.integer)) or isinstance(noise_seed, bool):
-            raise ValueError(f"noise_seed: expected an int, got {noise_seed!r}")
+            raise TypeError(f"noise_seed: expected an int, got {noise_seed!r}")
         self.noise_seed = int(noise_seed)
 
     # ---------------------------------------------------------------- build and inputs

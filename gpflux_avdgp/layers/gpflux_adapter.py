@@ -56,7 +56,7 @@ class SigmaPointGPLayer(MixtureLayer):
         **kwargs,
     ):
         if not isinstance(gp_layer, gpflux.layers.GPLayer):
-            raise ValueError(f"gp_layer: expected a gpflux.layers.GPLayer, got {gp_layer!r}")
+            raise TypeError(f"gp_layer: expected a gpflux.layers.GPLayer, got {gp_layer!r}")
         super().__init__(
             gp_layer.num_latent_gps,
             rule=rule,

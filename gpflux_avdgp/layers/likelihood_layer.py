@@ -54,7 +54,7 @@ class TrainableLikelihood(GPflowModuleState, tf_keras.layers.Layer):
 
     def __init__(self, likelihood: gpflow.likelihoods.Likelihood, **kwargs):
         if not isinstance(likelihood, gpflow.likelihoods.Likelihood):
-            raise ValueError(f"likelihood: expected a GPflow likelihood, got {likelihood!r}")
+            raise TypeError(f"likelihood: expected a GPflow likelihood, got {likelihood!r}")
         kwargs.setdefault("dtype", gpflow.default_float())
         super().__init__(**kwargs)
         self.likelihood = likelihood

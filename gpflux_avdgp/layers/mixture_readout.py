@@ -65,7 +65,7 @@ class MixtureMean(tf_keras.layers.Layer):
 
     def __init__(self, *, with_variance: bool = False, **kwargs):
         if not isinstance(with_variance, bool):
-            raise ValueError(f"with_variance: expected True or False, got {with_variance!r}")
+            raise TypeError(f"with_variance: expected True or False, got {with_variance!r}")
         kwargs.setdefault("dtype", gpflow.default_float())  # the GP layers' float type
         super().__init__(**kwargs)
         self.with_variance = with_variance
@@ -111,7 +111,7 @@ class MixtureSample(tf_keras.layers.Layer):
 
     def __init__(self, *, seed: Optional[int] = None, **kwargs):
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
-            raise ValueError(f"seed: expected an int or None, got {seed!r}")
+            raise TypeError(f"seed: expected an int or None, got {seed!r}")
         kwargs.setdefault("dtype", gpflow.default_float())  # the GP layers' float type
         super().__init__(**kwargs)
         self.seed = int(np.random.randint(2**31 - 1)) if seed is None else int(seed)

@@ -306,14 +306,15 @@ def _tab_csv_with_header(tmp: Path, rng) -> FitCase:
     return FitCase(path, [], rows=110, dim=2, dataset="tabbed")
 
 
-# By default one AVDGP fit (npz, --save) and one classification fit; the rest in the slow suite.
+# All in the slow suite: by default, test_cli_export's fixtures run `avdgp fit --save` for a deep
+# AVDGP regression and classification, and the zoo's models train in test_experiments.
 SLOW = pytest.mark.slow
 FIT_CASES = [
     pytest.param("avdgp", "ar1", DEEP, _csv_without_header, id="avdgp-ar1-csv", marks=SLOW),
     pytest.param(
         "avdgp", "ar2", DEEP, _csv_gz_with_header_and_named_target, id="avdgp-ar2-csvgz", marks=SLOW
     ),
-    pytest.param("avdgp", "ar2p", DEEP, _npz_with_save, id="avdgp-ar2p-npz-save"),
+    pytest.param("avdgp", "ar2p", DEEP, _npz_with_save, id="avdgp-ar2p-npz-save", marks=SLOW),
     pytest.param(
         "avdgp",
         "ar2pp",
@@ -326,7 +327,9 @@ FIT_CASES = [
         "sgp-avi", None, SHALLOW, _binary_labels_csv, id="sgp-avi-classification", marks=SLOW
     ),
     pytest.param("idsgp", None, SHALLOW, _float32_csv, id="idsgp-float32", marks=SLOW),
-    pytest.param("svgp", None, SHALLOW, _labels_one_two_semicolons, id="svgp-classification"),
+    pytest.param(
+        "svgp", None, SHALLOW, _labels_one_two_semicolons, id="svgp-classification", marks=SLOW
+    ),
     pytest.param("dsdgp", None, DEEP, _energy_split, id="dsdgp-energy", marks=SLOW),
     pytest.param("dspp", None, DEEP, _tab_csv_with_header, id="dspp-tsv", marks=SLOW),
 ]
@@ -414,6 +417,8 @@ def test_fit_steps_per_execution_gives_the_same_run(capsys, tmp_path, rng):
     assert final_losses[0] == pytest.approx(final_losses[1], rel=1e-6)  # Keras: a float32 mean
 
 
+# default suite: test_main_maps_each_error_type_to_its_exit_status, test_resume's NaN tests
+@pytest.mark.slow
 def test_fit_diverged_training_exits_3(capsys, tmp_path, rng):
     x, y = regression_data(rng, 120, 2)
     data = write_table(tmp_path / "wild.csv", np.column_stack([x, y]).tolist())

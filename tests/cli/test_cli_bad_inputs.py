@@ -15,6 +15,10 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 from helpers import assert_one_line_cli_error, run_cli, write_shard
 
+from avdgp.cli.main import COMMANDS, main
+from avdgp.data import DataError
+from avdgp.errors import CommandLineError, UsageError
+from avdgp.training import TrainingDiverged
 from avdgp.training.fit import _describe_non_finite_step, is_numerical_failure
 from avdgp.training.progress import EpochProgress
 
@@ -214,3 +218,30 @@ def test_generated_broken_shards_end_with_one_line_and_exit_2(capsys, tmp_path):
         assert_one_line_cli_error(status, out, err, broken.name)
         shutil.rmtree(folder)
         assert not os.path.exists(folder)
+
+
+@pytest.mark.parametrize(
+    "error, status, start",
+    [
+        (CommandLineError("avdgp fit: --epochs 0: expected >= 1"), 2, "avdgp fit: --epochs 0"),
+        (DataError("d.csv: row 3: not a number"), 2, "avdgp: error: d.csv: row 3"),
+        (UsageError("m: the folder is in use"), 2, "avdgp: error: m: the folder"),
+        (ValueError("num_inducing: expected an integer >= 1, got 0"), 2, "avdgp: error: num_"),
+        (FileNotFoundError("no such file"), 2, "avdgp: error: no such file"),
+        (TrainingDiverged("loss is NaN"), 3, "avdgp: training diverged: loss is NaN"),
+        (TypeError("seed: expected an int, got 'a' (str)"), 1, "avdgp: internal error: TypeError"),
+    ],
+    ids=["command-line", "data", "usage", "value", "file", "diverged", "type-is-ours"],
+)
+def test_main_maps_each_error_type_to_its_exit_status(monkeypatch, capsys, error, status, start):
+    """Input errors exit 2 and divergence 3 with one line; a TypeError can only be our bug (the
+    command line passes the library values argparse has typed): internal error, exit 1."""
+
+    def failing_command(args):
+        raise error
+
+    monkeypatch.setitem(COMMANDS, "demo", failing_command)
+    monkeypatch.delenv("AVDGP_DEBUG", raising=False)
+    assert main(["demo"]) == status
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(start), line

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from helpers import FIXTURES_DIR, assert_one_line_cli_error, run_cli
 
-from avdgp.cli.parser import UsageError
 from avdgp.cli.predict import _class_rows
+from avdgp.errors import CommandLineError
 
 IRIS = FIXTURES_DIR / "iris.csv"
 SPECIES = ["setosa", "versicolor", "virginica"]
@@ -87,7 +87,7 @@ def test_class_rows_keep_the_binary_layout_and_name_k_classes():
     assert _class_rows(np.array([[0.6]]), None)[1] == ["0.6", "1"]  # runs without labels
     rows = _class_rows(np.array([[0.1, 0.3, 0.6]]), [1.0, 2.0, 5.0])
     assert rows == [["label", "p_1", "p_2", "p_5"], ["5", "0.1", "0.3", "0.6"]]
-    with pytest.raises(UsageError, match="run.json lists 2 classes, the model predicts 3"):
+    with pytest.raises(CommandLineError, match="run.json lists 2 classes, the model predicts 3"):
         _class_rows(np.array([[0.1, 0.3, 0.6]]), ["a", "b"])
 
 

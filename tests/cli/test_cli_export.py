@@ -272,6 +272,8 @@ def test_missing_model_dir(capsys, tmp_path, regression):
     )
 
 
+# default suite: test_predict_accepts_features_only_npz_and_a_target_option, the data tests
+@pytest.mark.slow
 def test_predict_bad_data(capsys, regression, tmp_path):
     x = regression["x"][:10]
     wrong = write_csv(tmp_path / "five.csv", np.column_stack([x, x[:, :2]]).tolist())

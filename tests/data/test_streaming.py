@@ -487,6 +487,7 @@ def test_harness_trains_on_streamed_shards_and_resumes_exactly(tmp_path, rng):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.slow  # default suite: test_streaming_save_folder_resumes_only_the_same_data
 def test_fit_model_on_dataset_refuses_other_data(rng):
     spec = ModelSpec(model="sgp-avi", num_inducing=[4], num_points=4)
     with float_type("float64"):
@@ -555,6 +556,7 @@ def test_cli_fit_streams_a_glob_of_shards(capsys, tmp_path, rng):
     assert_one_line_cli_error(status, stdout, err, "holds a finished run")
 
 
+@pytest.mark.slow  # default suite: the in-process streaming tests; the CLI's shard errors below
 def test_cli_fit_with_test_data_streams_a_single_file(capsys, tmp_path, rng):
     _regression_shards(tmp_path / "train", rng, [90])
     _regression_shards(tmp_path / "test", rng, [30, 20])

@@ -115,7 +115,8 @@ def test_shallow_amortized_baselines_are_full_rank_with_their_inference():
 @pytest.mark.parametrize(
     "model, rule, objective",
     [
-        ("dsdgp", PropagationRule.AR1, Objective.ELBO),
+        # default suite for DS-DGP: test_saving_zoo's round trip
+        pytest.param("dsdgp", PropagationRule.AR1, Objective.ELBO, marks=pytest.mark.slow),
         ("dspp", PropagationRule.AR2P, Objective.PREDICTIVE),
     ],
 )

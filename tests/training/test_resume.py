@@ -201,6 +201,7 @@ def test_fit_model_resumes_from_its_backup(tmp_path, rng):
         np.testing.assert_allclose(mine, theirs, rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.slow  # default suite: test_streaming_save_folder_resumes_only_the_same_data
 def test_run_refuses_a_folder_with_other_settings_or_a_finished_run(tmp_path, rng):
     split = _split(rng)
     config = TrainConfig(epochs=1, batch_size=60, seed=0)

@@ -71,8 +71,10 @@ def _fit_pipeline(built, x, y, config, callbacks):
 @pytest.mark.parametrize(
     "fit",
     [
+        # both in the slow suite: steps_per_execution is an application option (avdgp fit);
+        # the default suite keeps its refusal of a pipeline of unknown length
         pytest.param(_fit_arrays, id="arrays", marks=pytest.mark.slow),
-        pytest.param(_fit_pipeline, id="dataset"),
+        pytest.param(_fit_pipeline, id="dataset", marks=pytest.mark.slow),
     ],
 )
 def test_several_steps_per_call_give_the_results_of_one(rng, fit):
