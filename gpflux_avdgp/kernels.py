@@ -34,14 +34,14 @@ def make_kernel(kernel: KernelArg, input_dim: int, *, ard: bool) -> gpflow.kerne
     :param kernel: a name from :data:`KERNELS` or any ``gpflow.kernels.Kernel``.
     :param input_dim: ``D``; ARD kernels get ``D`` lengthscales, all starting at one.
     :param ard: one lengthscale per input dimension (only used for named kernels).
-    :raises ValueError: for an unknown name or another type.
+    :raises TypeError: for neither a kernel nor a string; ``ValueError`` for an unknown name.
     """
     if isinstance(kernel, gpflow.kernels.Kernel):
         return kernel
     if isinstance(kernel, str) and kernel.lower() in KERNELS:
         lengthscales = np.ones(input_dim) if ard else 1.0
         return KERNELS[kernel.lower()](lengthscales=lengthscales)
-    raise ValueError(
+    raise (ValueError if isinstance(kernel, str) else TypeError)(
         f"kernel: expected a GPflow kernel or one of {sorted(KERNELS)}, got {kernel!r}"
     )
 

@@ -77,9 +77,13 @@ def test_valid_inputs_predict(model, rng):
         ),
     ],
 )
-def test_bad_inputs_raise_value_error(model, inputs, message):
-    with pytest.raises(ValueError, match=message):
+def test_bad_inputs_raise_one_line_errors(model, inputs, message):
+    """Inputs that are no numeric array raise TypeError ("expected a numeric ..."); numeric
+    arrays of the wrong shape or size raise ValueError."""
+    error = TypeError if "expected a numeric" in message else ValueError
+    with pytest.raises(error, match=message) as caught:
         gpflux_avdgp.predict_mixture(model, inputs)
+    assert type(caught.value) is error
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])

@@ -31,40 +31,68 @@ def likelihood():
 
 # ----------------------------------------------------------------- AmortizedGPLayer
 @pytest.mark.parametrize(
-    "args, kwargs, match",
+    "args, kwargs, match, error",
     [
-        ((0, 4, 10), {}, r"units: expected an integer >= 1, got 0"),
-        ((-2, 4, 10), {}, r"units: .* got -2"),
-        ((1, 0, 10), {}, r"num_inducing: expected an integer >= 1, got 0"),
-        ((1, -1, 10), {}, r"num_inducing: .* got -1"),
-        ((1, 2.5, 10), {}, r"num_inducing: .* got 2.5"),
-        ((1, True, 10), {}, r"num_inducing: .* got True"),
-        ((1, 4, 0), {}, r"num_data: .* got 0"),
-        ((1, 4, 10), {"num_points": 0}, r"num_points: .* got 0"),
-        ((1, 4, 10), {"num_predict_points": 0}, r"num_predict_points: .* got 0"),
-        ((1, 4, 10), {"rule": "ar3"}, r"rule: expected one of 'ar1', 'ar2', 'ar2p', got 'ar3'"),
-        ((1, 4, 10), {"rule": 2}, r"rule: .* got 2"),
-        ((1, 4, 10), {"kl_convention": "foo"}, r"kl_convention: .*'paper'.* got 'foo'"),
-        ((1, 4), {"kl_convention": "paper"}, r"num_data: required with kl_convention='paper'"),
-        ((1, 4, 10), {"inference": "cnn"}, r"inference: .*'affine', 'mlp', got 'cnn'"),
-        ((1, 4, 10), {"kernel": "nope"}, r"kernel: expected a GPflow kernel or one of .*'nope'"),
-        ((1, 4, 10), {"kernel": 3.0}, r"kernel: .* got 3.0"),
-        ((1, 4, 10), {"mean_function": "quadratic"}, r"mean_function: .* got 'quadratic'"),
-        ((1, 4, 10), {"hidden_layers": -1}, r"hidden_layers: expected an integer >= 0, got -1"),
-        ((1, 4, 10), {"whiten": "yes"}, r"whiten: expected a bool, got 'yes'"),
-        ((1, 4, 10), {"full_rank": 1}, r"full_rank: expected a bool, got 1"),
-        ((1, 4, 10), {"ard": None}, r"ard: expected a bool, got None"),
+        ((0, 4, 10), {}, r"units: expected an integer >= 1, got 0", ValueError),
+        ((-2, 4, 10), {}, r"units: .* got -2", ValueError),
+        ((1, 0, 10), {}, r"num_inducing: expected an integer >= 1, got 0", ValueError),
+        ((1, -1, 10), {}, r"num_inducing: .* got -1", ValueError),
+        ((1, 2.5, 10), {}, r"num_inducing: .* got 2.5", TypeError),
+        ((1, True, 10), {}, r"num_inducing: .* got True", TypeError),
+        ((1, 4, 0), {}, r"num_data: .* got 0", ValueError),
+        ((1, 4, 10), {"num_points": 0}, r"num_points: .* got 0", ValueError),
+        ((1, 4, 10), {"num_predict_points": 0}, r"num_predict_points: .* got 0", ValueError),
+        (
+            (1, 4, 10),
+            {"rule": "ar3"},
+            r"rule: expected one of 'ar1', 'ar2', 'ar2p', got 'ar3'",
+            ValueError,
+        ),
+        ((1, 4, 10), {"rule": 2}, r"rule: .* got 2", TypeError),
+        ((1, 4, 10), {"kl_convention": "foo"}, r"kl_convention: .*'paper'.* got 'foo'", ValueError),
+        (
+            (1, 4),
+            {"kl_convention": "paper"},
+            r"num_data: required with kl_convention='paper'",
+            ValueError,
+        ),
+        ((1, 4, 10), {"inference": "cnn"}, r"inference: .*'affine', 'mlp', got 'cnn'", ValueError),
+        (
+            (1, 4, 10),
+            {"kernel": "nope"},
+            r"kernel: expected a GPflow kernel or one of .*'nope'",
+            ValueError,
+        ),
+        ((1, 4, 10), {"kernel": 3.0}, r"kernel: .* got 3.0", TypeError),
+        (
+            (1, 4, 10),
+            {"mean_function": "quadratic"},
+            r"mean_function: .* got 'quadratic'",
+            ValueError,
+        ),
+        (
+            (1, 4, 10),
+            {"hidden_layers": -1},
+            r"hidden_layers: expected an integer >= 0, got -1",
+            ValueError,
+        ),
+        ((1, 4, 10), {"whiten": "yes"}, r"whiten: expected a bool, got 'yes'", TypeError),
+        ((1, 4, 10), {"full_rank": 1}, r"full_rank: expected a bool, got 1", TypeError),
+        ((1, 4, 10), {"ard": None}, r"ard: expected a bool, got None", TypeError),
         (
             (1, 4, 10),
             {"rule": "ar2p", "num_points": 8, "num_predict_points": 16},
             r"num_predict_points: rule 'ar2p' .* must equal num_points \(8\), got 16",
+            ValueError,
         ),
-        ((1, 4, 10), {"num_predict_points": 16}, r"num_predict_points: .* got 16"),
+        ((1, 4, 10), {"num_predict_points": 16}, r"num_predict_points: .* got 16", ValueError),
     ],
 )
-def test_amortized_layer_rejects_bad_arguments(args, kwargs, match):
-    with pytest.raises(ValueError, match=match):
+def test_amortized_layer_rejects_bad_arguments(args, kwargs, match, error):
+    """A wrong type raises TypeError, a wrong value ValueError (one line naming the argument)."""
+    with pytest.raises(error, match=match) as caught:
         AmortizedGPLayer(*args, **kwargs)
+    assert type(caught.value) is error
 
 
 def test_ar2pp_rule_points_to_the_predictive_objective():
@@ -91,41 +119,42 @@ def test_ar2p_num_points_must_match_the_incoming_sigma_points():
 # ----------------------------------------------------------------- inference functions
 @pytest.mark.parametrize("cls", [AffineInference, MLPInference])
 @pytest.mark.parametrize(
-    "args, kwargs, match",
+    "args, kwargs, match, error",
     [
-        ((0, 2), {}, r"num_inducing: expected an integer >= 1, got 0"),
-        ((2, 0), {}, r"output_dim: expected an integer >= 1, got 0"),
-        ((2.0, 2), {}, r"num_inducing: .* got 2.0"),
-        ((2, 2), {"hidden_layers": -1}, r"hidden_layers: .* got -1"),
-        ((2, 2), {"full_rank": "true"}, r"full_rank: expected a bool"),
+        ((0, 2), {}, r"num_inducing: expected an integer >= 1, got 0", ValueError),
+        ((2, 0), {}, r"output_dim: expected an integer >= 1, got 0", ValueError),
+        ((2.0, 2), {}, r"num_inducing: .* got 2.0", TypeError),
+        ((2, 2), {"hidden_layers": -1}, r"hidden_layers: .* got -1", ValueError),
+        ((2, 2), {"full_rank": "true"}, r"full_rank: expected a bool", TypeError),
     ],
 )
-def test_inference_functions_reject_bad_arguments(cls, args, kwargs, match):
-    with pytest.raises(ValueError, match=match):
+def test_inference_functions_reject_bad_arguments(cls, args, kwargs, match, error):
+    with pytest.raises(error, match=match) as caught:
         cls(*args, **kwargs)
+    assert type(caught.value) is error
 
 
 # ----------------------------------------------------------------- loss, likelihood, adapter
 def test_loss_rejects_bad_arguments(likelihood):
-    with pytest.raises(ValueError, match=r"likelihood: expected a GPflow likelihood"):
+    with pytest.raises(TypeError, match=r"likelihood: expected a GPflow likelihood"):
         AVDGPLoss("gaussian")
-    with pytest.raises(ValueError, match=r"likelihood: expected a GPflow likelihood"):
+    with pytest.raises(TypeError, match=r"likelihood: expected a GPflow likelihood"):
         AVDGPLoss(gpflow.kernels.Matern52())
     with pytest.raises(ValueError, match=r"objective: expected one of 'elbo', 'predictive'"):
         AVDGPLoss(likelihood, objective="mle")
 
 
 def test_trainable_likelihood_rejects_a_non_likelihood():
-    with pytest.raises(ValueError, match=r"likelihood: expected a GPflow likelihood"):
+    with pytest.raises(TypeError, match=r"likelihood: expected a GPflow likelihood"):
         TrainableLikelihood(gpflow.kernels.Matern52())
-    with pytest.raises(ValueError, match=r"likelihood: expected a GPflow likelihood"):
+    with pytest.raises(TypeError, match=r"likelihood: expected a GPflow likelihood"):
         TrainableLikelihood(None)
 
 
 def test_sigma_point_layer_rejects_a_non_gplayer():
-    with pytest.raises(ValueError, match=r"gp_layer: expected a gpflux.layers.GPLayer"):
+    with pytest.raises(TypeError, match=r"gp_layer: expected a gpflux.layers.GPLayer"):
         SigmaPointGPLayer(AmortizedGPLayer(1, 2, 10))
-    with pytest.raises(ValueError, match=r"gp_layer: expected a gpflux.layers.GPLayer"):
+    with pytest.raises(TypeError, match=r"gp_layer: expected a gpflux.layers.GPLayer"):
         SigmaPointGPLayer(tf_keras.layers.Dense(2))
 
 
@@ -137,29 +166,30 @@ def test_sigma_point_layer_validates_the_rule():
 
 # ----------------------------------------------------------------- build_avdgp
 @pytest.mark.parametrize(
-    "args, kwargs, match",
+    "args, kwargs, match, error",
     [
-        ((0, [2, 1], 3, 10), {}, r"input_dim: expected an integer >= 1, got 0"),
-        ((3, [], 3, 10), {}, r"units: expected at least one layer"),
-        ((3, 2, 3, 10), {}, r"units: expected a list of output dimensions, got 2"),
-        ((3, [2, 0], 3, 10), {}, r"units: expected an integer >= 1, got 0"),
-        ((3, [2, 1], [3, 3, 3], 10), {}, r"num_inducing: expected 2 values .* got 3"),
-        ((3, [2, 1], [3], 10), {}, r"num_inducing: expected 2 values .* got 1"),
-        ((3, [2, 1], 2.5, 10), {}, r"num_inducing: .* got 2.5"),
-        ((3, [2, 1], [3, 0], 10), {}, r"num_inducing: .* got 0"),
-        ((3, [2, 1], 3, 0), {}, r"num_data: .* got 0"),
-        ((3, [2, 1], 3, 10), {"rule": "ar3"}, r"rule: .* got 'ar3'"),
-        ((3, [2, 1], 3, 10), {"num_points": 0}, r"num_points: .* got 0"),
-        ((3, [2, 1], 3, 10), {"whiten": 1}, r"whiten: expected a bool"),
+        ((0, [2, 1], 3, 10), {}, r"input_dim: expected an integer >= 1, got 0", ValueError),
+        ((3, [], 3, 10), {}, r"units: expected at least one layer", ValueError),
+        ((3, 2, 3, 10), {}, r"units: expected a list of output dimensions, got 2", ValueError),
+        ((3, [2, 0], 3, 10), {}, r"units: expected an integer >= 1, got 0", ValueError),
+        ((3, [2, 1], [3, 3, 3], 10), {}, r"num_inducing: expected 2 values .* got 3", ValueError),
+        ((3, [2, 1], [3], 10), {}, r"num_inducing: expected 2 values .* got 1", ValueError),
+        ((3, [2, 1], 2.5, 10), {}, r"num_inducing: .* got 2.5", TypeError),
+        ((3, [2, 1], [3, 0], 10), {}, r"num_inducing: .* got 0", ValueError),
+        ((3, [2, 1], 3, 0), {}, r"num_data: .* got 0", ValueError),
+        ((3, [2, 1], 3, 10), {"rule": "ar3"}, r"rule: .* got 'ar3'", ValueError),
+        ((3, [2, 1], 3, 10), {"num_points": 0}, r"num_points: .* got 0", ValueError),
+        ((3, [2, 1], 3, 10), {"whiten": 1}, r"whiten: expected a bool", TypeError),
     ],
 )
-def test_build_avdgp_rejects_bad_arguments(likelihood, args, kwargs, match):
-    with pytest.raises(ValueError, match=match):
+def test_build_avdgp_rejects_bad_arguments(likelihood, args, kwargs, match, error):
+    with pytest.raises(error, match=match) as caught:
         build_avdgp(*args, likelihood, **kwargs)
+    assert type(caught.value) is error
 
 
 def test_build_avdgp_rejects_a_non_likelihood():
-    with pytest.raises(ValueError, match=r"likelihood: expected a GPflow likelihood"):
+    with pytest.raises(TypeError, match=r"likelihood: expected a GPflow likelihood"):
         build_avdgp(3, [1], 2, 10, "gaussian")
 
 

@@ -174,7 +174,7 @@ def test_noise_seed_is_saved_and_validated():
     assert seeded.noise_seed == 5
     rebuilt = gpflux_avdgp.AmortizedGPLayer.from_config(layer.get_config())
     assert rebuilt.noise_seed == layer.noise_seed
-    with pytest.raises(ValueError, match="noise_seed: expected an int"):
+    with pytest.raises(TypeError, match="noise_seed: expected an int"):
         gpflux_avdgp.AmortizedGPLayer(1, 2, 10, noise_seed=1.5)
 
 

@@ -127,7 +127,10 @@ def test_a_nan_step_is_located_to_the_batches_of_its_call(steps_per_execution, b
     assert message.startswith(f"avdgp-ar2: training stopped in epoch 2, {expected}: ")
 
 
-@pytest.mark.parametrize("value", [0, -1, 2.5, "4"])
-def test_bad_values_are_refused(value):
-    with pytest.raises(ValueError, match="steps_per_execution"):
+@pytest.mark.parametrize(
+    "value, error", [(0, ValueError), (-1, ValueError), (2.5, TypeError), ("4", TypeError)]
+)
+def test_bad_values_are_refused(value, error):
+    with pytest.raises(error, match="steps_per_execution") as caught:
         TrainConfig(steps_per_execution=value)
+    assert type(caught.value) is error
