@@ -238,7 +238,11 @@ def test_presets_set_the_documented_options():
         presets.training_options("fast")
 
 
-@pytest.mark.parametrize("preset, identity", [("default", 0.0), ("paper", 1.0)])
+@pytest.mark.parametrize(
+    "preset, identity",
+    # the paper's in the slow suite; test_presets_set_the_documented_options checks its options
+    [("default", 0.0), pytest.param("paper", 1.0, marks=pytest.mark.slow)],
+)
 def test_preset_reaches_the_layers_of_build_avdgp_and_the_zoo(preset, identity):
     likelihood = gpflow.likelihoods.Gaussian()
     models = [
