@@ -263,6 +263,8 @@ class AVDGPModel(tf_keras.Sequential):
                 "leave the loss out or use gpflux_avdgp.AVDGPLoss(model.likelihood), the same "
                 "ELBO term on the mixture"
             )
+        if isinstance(loss, AVDGPLoss) and loss.adopts_model_likelihood:
+            loss.adopt(likelihood)  # reloaded: its likelihood is a copy of the model's
         if isinstance(loss, tf_keras.losses.Loss) and hasattr(loss, "likelihood"):
             if loss.likelihood is not likelihood:
                 raise ValueError(
@@ -291,7 +293,7 @@ class AVDGPModel(tf_keras.Sequential):
         standard, ours = [], []
         for metric in metrics:
             if isinstance(metric, MixtureMetric):
-                if metric.likelihood is None:
+                if metric.likelihood is None or metric.adopts_model_likelihood:
                     metric.bind(likelihood)
                 elif metric.likelihood is not likelihood:
                     raise ValueError(

@@ -30,7 +30,7 @@ from gpflow.keras import tf_keras
 from gpflux.layers.likelihood_layer import LikelihoodOutputs
 
 from .core.mixture import GaussianMixture, mixture_moments
-from .layers.likelihood_layer import likelihood_from_config, likelihood_to_config
+from .gpflow_config import likelihood_from_config, likelihood_to_config
 from .layers.module_state import GPflowModuleState
 from .objectives import AVDGPLoss, Objective
 

@@ -23,8 +23,14 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 
 from .core.mixture import GaussianMixture, mixture_moments
-from .layers.likelihood_layer import likelihood_to_config, shared_likelihood_from_config
-from .objectives import component_y_moments, is_categorical, is_classifier, mixture_log_density
+from .gpflow_config import likelihood_from_config, likelihood_to_config
+from .objectives import (
+    component_y_moments,
+    is_categorical,
+    is_classifier,
+    mixture_log_density,
+    model_likelihood_of,
+)
 
 __all__ = [
     "MixtureAccuracy",
@@ -92,6 +98,10 @@ class MixtureMetric(tf_keras.metrics.Metric):
     :param name: the name in Keras logs (``val_<name>`` on validation data).
     """
 
+    #: Whether the metric takes the model's likelihood at its next update: true for a metric
+    #: rebuilt from its config (as :class:`~gpflux_avdgp.AVDGPLoss`).
+    adopts_model_likelihood: bool = False
+
     def __init__(
         self,
         likelihood: Optional[gpflow.likelihoods.Likelihood] = None,
@@ -119,6 +129,7 @@ class MixtureMetric(tf_keras.metrics.Metric):
             raise TypeError(f"likelihood: expected a GPflow likelihood, got {likelihood!r}")
         self.check_likelihood(likelihood)
         object.__setattr__(self, "_held", (likelihood,))  # not tracked by Keras
+        object.__setattr__(self, "adopts_model_likelihood", False)
 
     def check_likelihood(self, likelihood: Optional[gpflow.likelihoods.Likelihood]) -> None:
         """Raise ``ValueError`` if the score is not defined for ``likelihood``."""
@@ -131,6 +142,9 @@ class MixtureMetric(tf_keras.metrics.Metric):
 
     def update_state(self, y_true, y_pred, sample_weight=None) -> None:
         """Add the rows of a batch: ``y_pred`` is the packed mixture ``[B, S, 2 Q + 1]``."""
+        held = model_likelihood_of(y_pred)
+        if held is not None and self.adopts_model_likelihood:
+            self.bind(held)
         if self.likelihood is None:
             raise ValueError(
                 f"{self.name}: no likelihood; pass the model's, e.g. "
@@ -165,10 +179,15 @@ class MixtureMetric(tf_keras.metrics.Metric):
 
     @classmethod
     def from_config(cls, config: dict) -> "MixtureMetric":
+        """Rebuild the metric with a copy of the saved likelihood, which it gives up for the
+        model's at its first update (:attr:`adopts_model_likelihood`)."""
         config = dict(config)
-        if config.get("likelihood") is not None:
-            config["likelihood"] = shared_likelihood_from_config(config["likelihood"])
-        return cls(**config)
+        if config.get("likelihood") is None:
+            return cls(**config)
+        config["likelihood"] = likelihood_from_config(config["likelihood"])
+        metric = cls(**config)
+        object.__setattr__(metric, "adopts_model_likelihood", True)
+        return metric
 
 
 def _targets(y: tf.Tensor, width: int, dtype: tf.DType) -> tf.Tensor:

@@ -10,19 +10,29 @@ minimises ``-(ELBO / N)`` under the ``"paper"`` convention.
   ``log p(y | s) = sum_d log int p(y_d | f) N(f | m_sd, v_sd) df`` (for a Gaussian likelihood
   ``sum_d log N(y_d | m_sd, v_sd + sigma^2)``): one log-sum-exp over components of the
   log-density **summed over outputs** (the reference code's per-output log-sum-exp is wrong).
+
+**Where the loss gets its likelihood.** The likelihood lives in the model, in its
+:class:`~gpflux_avdgp.TrainableLikelihood`, whose output carries it (:func:`model_likelihood_of`).
+A loss built by hand holds the likelihood it was given and refuses a model holding another. A
+loss rebuilt from its config (loading a model) holds a copy with the saved values and adopts
+the model's likelihood at its first call (an :class:`~gpflux_avdgp.AVDGPModel` binds it at
+``compile``), so continued training trains the model's. The other route is GPflux's: in
+:func:`~gpflux_avdgp.as_deep_gp`'s ``DeepGP`` the likelihood layer holds the likelihood and adds
+the data term itself, as GPflux's ``LikelihoodLayer`` does.
 """
 
 from __future__ import annotations
 
 import enum
 import warnings
+from typing import Optional
 
 import gpflow
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
 from .core.mixture import GaussianMixture
-from .layers.likelihood_layer import likelihood_to_config, shared_likelihood_from_config
+from .gpflow_config import likelihood_from_config, likelihood_to_config
 from .validation import check_choice
 
 __all__ = [
@@ -34,6 +44,7 @@ __all__ = [
     "is_categorical",
     "is_classifier",
     "mixture_log_density",
+    "model_likelihood_of",
 ]
 
 
@@ -158,6 +169,13 @@ def mixture_log_density(
     return tf.reduce_logsumexp(mixture.log_weights + log_density, axis=-1)
 
 
+def model_likelihood_of(y_pred: object) -> Optional[gpflow.likelihoods.Likelihood]:
+    """The likelihood of the :class:`~gpflux_avdgp.TrainableLikelihood` that output ``y_pred``
+    (it sets ``y_pred._avdgp_likelihood``, as tfp's layers attach a distribution), or ``None``
+    for another model output."""
+    return getattr(y_pred, "_avdgp_likelihood", None)
+
+
 @tf_keras.utils.register_keras_serializable(package="gpflux_avdgp")
 class AVDGPLoss(tf_keras.losses.Loss):
     """Negative per-datapoint data term of an AVDGP, for ``model.compile(loss=...)``.
@@ -170,6 +188,10 @@ class AVDGPLoss(tf_keras.losses.Loss):
     :param objective: ``"elbo"`` (default) or ``"predictive"`` (AR2PP / DSPP), see
         :class:`Objective`.
     """
+
+    #: Whether the loss takes the model's likelihood at its next call: true for a loss rebuilt
+    #: from its config, whose likelihood is a copy (see the module docstring).
+    adopts_model_likelihood: bool = False
 
     def __init__(
         self,
@@ -195,7 +217,9 @@ class AVDGPLoss(tf_keras.losses.Loss):
 
         :raises ValueError: if ``y_pred`` comes from a layer holding another likelihood.
         """
-        held = getattr(y_pred, "_avdgp_likelihood", None)
+        held = model_likelihood_of(y_pred)
+        if held is not None and self.adopts_model_likelihood:
+            self.adopt(held)
         if held is not None and held is not self.likelihood:
             raise ValueError(
                 f"{self.name}: the model's TrainableLikelihood holds another likelihood than the "
@@ -208,6 +232,11 @@ class AVDGPLoss(tf_keras.losses.Loss):
                 stacklevel=2,
             )
         return super().__call__(y_true, y_pred, sample_weight=sample_weight)
+
+    def adopt(self, likelihood: gpflow.likelihoods.Likelihood) -> None:
+        """Use the model's ``likelihood`` from now on (the copy of a reloaded loss goes)."""
+        self.likelihood = likelihood
+        self.adopts_model_likelihood = False
 
     def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
         """:returns: per-datapoint loss ``[B]``."""
@@ -226,9 +255,10 @@ class AVDGPLoss(tf_keras.losses.Loss):
 
     @classmethod
     def from_config(cls, config: dict) -> "AVDGPLoss":
-        """Rebuild the loss; while loading a model, it gets the very likelihood object of the
-        model's reloaded :class:`~gpflux_avdgp.TrainableLikelihood` (same saved id), so
-        continued training trains that layer's parameters through the loss."""
+        """Rebuild the loss with a copy of the saved likelihood, which it gives up for the
+        model's at its first call (:attr:`adopts_model_likelihood`)."""
         config = dict(config)
-        config["likelihood"] = shared_likelihood_from_config(config["likelihood"])
-        return cls(**config)
+        config["likelihood"] = likelihood_from_config(config["likelihood"])
+        loss = cls(**config)
+        loss.adopts_model_likelihood = True
+        return loss

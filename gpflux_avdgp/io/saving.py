@@ -23,6 +23,9 @@ from typing import Union
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
+from ..layers.likelihood_layer import TrainableLikelihood
+from ..objectives import AVDGPLoss
+
 __all__ = ["ModelFileError", "load_model"]
 
 #: Members every ``.keras`` archive written by ``tf_keras`` holds.
@@ -125,4 +128,15 @@ def load_model(
             f"{path}: the {kind} cannot be loaded (truncated, corrupt or not written by "
             f"model.save?): {_one_line(error)}"
         ) from error
+    _bind_reloaded_loss(model)
     return model
+
+
+def _bind_reloaded_loss(model: tf_keras.Model) -> None:
+    """A reloaded :class:`~gpflux_avdgp.AVDGPLoss` takes the likelihood of the model's
+    :class:`~gpflux_avdgp.TrainableLikelihood` now rather than at its first call."""
+    loss = getattr(model, "loss", None)
+    last = model.layers[-1] if getattr(model, "layers", None) else None
+    if isinstance(loss, AVDGPLoss) and loss.adopts_model_likelihood:
+        if isinstance(last, TrainableLikelihood):
+            loss.adopt(last.likelihood)

@@ -13,6 +13,7 @@ from gpflow.keras import tf_keras
 from ..core.cholesky import jittered_cholesky
 from ..core.conditionals import amortized_conditional, amortized_kl
 from ..core.covariances import pointwise_covariances
+from ..gpflow_config import gpflow_float, module_from_config, module_to_config
 from ..inference import AffineInference, InducingInit, InferenceKind, MLPInference
 from ..kernels import (
     KernelArg,
@@ -29,8 +30,6 @@ from ..validation import (
     check_positive_int,
 )
 from .base import MixtureLayer
-from .gpflow_config import module_from_config, module_to_config
-from .module_state import gpflow_float
 
 __all__ = ["AmortizedGPLayer", "KLConvention"]
 
@@ -182,7 +181,7 @@ class AmortizedGPLayer(MixtureLayer):
 
         :raises ValueError: if the kernel's per-column parameters do not fit the input width.
         :raises NotImplementedError: for a kernel or mean-function object that cannot be saved
-            (see :func:`~gpflux_avdgp.layers.gpflow_config.module_to_config`).
+            (see :func:`~gpflux_avdgp.gpflow_config.module_to_config`).
         """
         super().build(input_shape)
         with gpflow_float(self.dtype):

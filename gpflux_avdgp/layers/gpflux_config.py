@@ -18,8 +18,8 @@ from gpflow.inducing_variables import (
 from gpflow.kernels import SeparateIndependent, SharedIndependent
 from gpflow.utilities import parameter_dict
 
+from ..gpflow_config import gpflow_float
 from ..kernels import KERNELS, kernel_spec, make_kernel
-from .module_state import gpflow_float
 
 __all__ = ["gp_layer_from_config", "gp_layer_modules", "gp_layer_to_config"]
 

@@ -11,34 +11,9 @@ through the checkpoint's object graph instead.
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-from typing import Iterator
-
-import gpflow
-import numpy as np
 import tensorflow as tf
 
-__all__ = ["GPflowModuleState", "gpflow_float"]
-
-
-@contextlib.contextmanager
-def gpflow_float(dtype: str) -> Iterator[None]:
-    """Within the block, ``gpflow.default_float()`` is ``dtype`` (e.g. ``"float32"``), so GPflow
-    modules rebuilt from a config get the dtype they were saved with.
-
-    :param dtype: a NumPy floating dtype name.
-    :raises ValueError: if ``dtype`` is not a floating dtype name.
-    """
-    try:
-        float_type = np.dtype(dtype)
-    except TypeError as error:
-        raise ValueError(f"dtype: expected a float dtype name, got {dtype!r}") from error
-    if float_type.kind != "f":
-        raise ValueError(f"dtype: expected a float dtype name, got {dtype!r}")
-    config = dataclasses.replace(gpflow.config.config(), float=float_type.type)
-    with gpflow.config.as_context(config):
-        yield
+__all__ = ["GPflowModuleState"]
 
 
 class GPflowModuleState:

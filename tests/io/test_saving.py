@@ -102,10 +102,18 @@ def assert_same_predictions(model: tf_keras.Model, reloaded: tf_keras.Model, x: 
 
 
 def assert_loss_shares_likelihood(reloaded: tf_keras.Model) -> None:
-    """The reloaded compiled loss uses the reloaded model's likelihood object."""
+    """The reloaded compiled loss uses the reloaded model's likelihood object: at once after
+    ``gpflux_avdgp.load_model`` or an ``AVDGPModel``'s compile, at its first call after
+    ``tf_keras.models.load_model`` of a plain model (checked here with one call)."""
     layer = reloaded.layers[-1]
     assert isinstance(layer, TrainableLikelihood)
     assert isinstance(reloaded.loss, AVDGPLoss)
+    if reloaded.loss.adopts_model_likelihood:
+        assert reloaded.loss.likelihood is not layer.likelihood
+        width = reloaded.inputs[0].shape[-1]
+        packed = reloaded(tf.zeros([2, width], reloaded.inputs[0].dtype))
+        outputs = (packed.shape[-1] - 1) // 2
+        reloaded.loss(tf.zeros([2, outputs], packed.dtype), packed)
     assert reloaded.loss.likelihood is layer.likelihood
 
 
@@ -262,21 +270,30 @@ def test_model_checkpoint_keeps_the_best_model_in_both_formats(tmp_path, rng):
         assert_loss_shares_likelihood(reloaded)
 
 
-def test_loss_config_shares_a_loaded_likelihood_or_builds_its_own():
+def test_a_loss_from_its_config_holds_a_copy_until_it_meets_the_models_likelihood():
+    """No module-global state: the rebuilt loss holds a copy of the saved likelihood, and its
+    first call on a TrainableLikelihood's output adopts that layer's likelihood; a loss built
+    by hand still refuses another model's likelihood."""
     likelihood = gpflow.likelihoods.Gaussian(0.3)
     config = AVDGPLoss(likelihood, objective="predictive").get_config()
-    alone = AVDGPLoss.from_config(config)  # no model loaded with this likelihood's id
-    assert alone.likelihood is not likelihood
+    assert "id" not in config["likelihood"]
+    alone = AVDGPLoss.from_config(config)
+    assert alone.likelihood is not likelihood and alone.adopts_model_likelihood
     assert alone.likelihood.variance.numpy() == pytest.approx(0.3)
     assert alone.objective.value == "predictive"
 
     layer = TrainableLikelihood.from_config(TrainableLikelihood(likelihood).get_config())
-    assert AVDGPLoss.from_config(config).likelihood is layer.likelihood
-    assert layer.get_config()["likelihood"]["id"] == config["likelihood"]["id"]
+    packed = tf.constant([[[0.5, 0.2, 0.0]]], tf.float64)  # one component, Q = 1
+    targets = tf.constant([[0.4]], tf.float64)
+    adopted = alone(targets, layer(packed))
+    assert alone.likelihood is layer.likelihood and not alone.adopts_model_likelihood
+    expected = AVDGPLoss(layer.likelihood, objective="predictive")(targets, layer(packed))
+    np.testing.assert_allclose(adopted.numpy(), expected.numpy(), rtol=1e-12)
+    with pytest.raises(ValueError, match="holds another likelihood than the loss"):
+        alone(targets, TrainableLikelihood(gpflow.likelihoods.Gaussian(0.3))(packed))
 
-    wrong_class = dict(config, likelihood=dict(config["likelihood"], class_name="Bernoulli"))
-    with pytest.raises(ValueError, match="belongs to a Gaussian likelihood"):
-        AVDGPLoss.from_config(wrong_class)
+    legacy = dict(config, likelihood=dict(config["likelihood"], id="0f3a"))  # earlier files
+    assert AVDGPLoss.from_config(legacy).likelihood.variance.numpy() == pytest.approx(0.3)
 
 
 @pytest.mark.parametrize(

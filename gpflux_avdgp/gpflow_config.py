@@ -1,5 +1,7 @@
-"""GPflow kernels and mean functions described by structure and rebuilt from that description,
-so that a layer holding any of GPflow's own kernel or mean-function objects saves and reloads.
+"""GPflow objects described by structure and rebuilt from that description, so that a layer or
+loss holding them saves and reloads: any of GPflow's own kernels and mean functions
+(:func:`module_to_config`), the likelihoods the package supports (:func:`likelihood_to_config`),
+each rebuilt in the float type it was saved with (:func:`gpflow_float`).
 
 A config names the class (looked up in ``gpflow.kernels`` or ``gpflow.mean_functions`` only,
 never imported from elsewhere) and the constructor arguments: a parameter by its shape, a
@@ -12,17 +14,43 @@ refused when the layer is built, not after training.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import inspect
-from typing import Any
+from typing import Any, Iterator
 
 import gpflow
 import numpy as np
 import tensorflow as tf
 from gpflow.utilities import parameter_dict
 
-from .module_state import gpflow_float
+__all__ = [
+    "gpflow_float",
+    "likelihood_from_config",
+    "likelihood_to_config",
+    "module_from_config",
+    "module_to_config",
+]
 
-__all__ = ["module_from_config", "module_to_config"]
+
+@contextlib.contextmanager
+def gpflow_float(dtype: str) -> Iterator[None]:
+    """Within the block, ``gpflow.default_float()`` is ``dtype`` (e.g. ``"float32"``), so GPflow
+    modules rebuilt from a config get the dtype they were saved with.
+
+    :param dtype: a NumPy floating dtype name.
+    :raises ValueError: if ``dtype`` is not a floating dtype name.
+    """
+    try:
+        float_type = np.dtype(dtype)
+    except TypeError as error:
+        raise ValueError(f"dtype: expected a float dtype name, got {dtype!r}") from error
+    if float_type.kind != "f":
+        raise ValueError(f"dtype: expected a float dtype name, got {dtype!r}")
+    config = dataclasses.replace(gpflow.config.config(), float=float_type.type)
+    with gpflow.config.as_context(config):
+        yield
+
 
 _NAMESPACES = {"kernel": gpflow.kernels, "mean_function": gpflow.mean_functions}
 _SKIPPED = {"self", "name", "args", "kwargs"}
@@ -156,3 +184,59 @@ def module_from_config(config: dict, kind: str) -> tf.Module:
         if path in fixed:
             gpflow.set_trainable(parameter, False)
     return module
+
+
+def likelihood_to_config(likelihood: gpflow.likelihoods.Likelihood) -> dict:
+    """A JSON-able description of the Gaussian, Bernoulli (probit), MultiClass (RobustMax) and
+    Softmax likelihoods.
+
+    :raises NotImplementedError: for other likelihoods (or subclasses), rather than saving a
+        different one.
+    """
+    if type(likelihood) is gpflow.likelihoods.Gaussian:
+        config = {
+            "class_name": "Gaussian",
+            "variance": float(likelihood.variance.numpy()),
+            "dtype": likelihood.variance.dtype.name,
+        }
+    elif type(likelihood) is gpflow.likelihoods.Bernoulli:
+        config = {"class_name": "Bernoulli"}
+    elif type(likelihood) is gpflow.likelihoods.MultiClass and type(likelihood.invlink) is (
+        gpflow.likelihoods.RobustMax
+    ):
+        epsilon = likelihood.invlink.epsilon
+        config = {
+            "class_name": "MultiClass",
+            "num_classes": int(likelihood.num_classes),
+            "epsilon": float(epsilon.numpy()),
+            "dtype": epsilon.dtype.name,
+        }
+    elif type(likelihood) is gpflow.likelihoods.Softmax:
+        config = {"class_name": "Softmax", "num_classes": int(likelihood.num_classes)}
+    else:
+        raise NotImplementedError(
+            f"likelihood: {type(likelihood).__name__} cannot be saved; Gaussian, Bernoulli, "
+            "MultiClass (RobustMax) and Softmax can"
+        )
+    return config
+
+
+def likelihood_from_config(config: dict) -> gpflow.likelihoods.Likelihood:
+    """A new likelihood from :func:`likelihood_to_config`, in the saved float type (trained
+    values come from the weights). Files of earlier versions also hold an ``id``, ignored.
+
+    :raises ValueError: for an unknown ``class_name``.
+    """
+    if config["class_name"] == "Gaussian":
+        with gpflow_float(config.get("dtype", gpflow.default_float().__name__)):
+            return gpflow.likelihoods.Gaussian(variance=config["variance"])
+    if config["class_name"] == "Bernoulli":
+        return gpflow.likelihoods.Bernoulli()
+    if config["class_name"] == "MultiClass":
+        with gpflow_float(config.get("dtype", gpflow.default_float().__name__)):
+            num_classes = int(config["num_classes"])
+            invlink = gpflow.likelihoods.RobustMax(num_classes, epsilon=config["epsilon"])
+            return gpflow.likelihoods.MultiClass(num_classes, invlink=invlink)
+    if config["class_name"] == "Softmax":
+        return gpflow.likelihoods.Softmax(int(config["num_classes"]))
+    raise ValueError(f"likelihood: unknown class_name {config['class_name']!r}")
