@@ -15,7 +15,8 @@ from .avdgp_model import AVDGPModel
 from .layers import AmortizedGPLayer, TrainableLikelihood
 from .layers.base import DEFAULT_NUM_POINTS
 from .presets import layer_options
-from .propagation import PropagationRule, layer_rule_and_objective
+from .propagation import PropagationRule
+from .rules import ModelRule
 from .validation import check_choice, check_positive_int
 
 __all__ = ["build_avdgp", "expansion_points"]
@@ -28,7 +29,7 @@ def build_avdgp(
     num_data: int,
     likelihood: gpflow.likelihoods.Likelihood,
     *,
-    rule: str = "ar2p",
+    rule: str | ModelRule = ModelRule.AR2P,
     num_points: Optional[int] = None,
     num_train_samples: Optional[int] = None,
     preset: str = "default",
@@ -43,7 +44,8 @@ def build_avdgp(
     :param num_inducing: ``M`` per layer, or one for all (paper: ``[8, 4, 4]``).
     :param num_data: ``N``, training set size.
     :param likelihood: GPflow likelihood; pass the same object to ``AVDGPLoss``.
-    :param rule: ``"ar1"``, ``"ar2"``, ``"ar2p"`` (default) or ``"ar2pp"`` (AR2P layers; train
+    :param rule: a :class:`~gpflux_avdgp.rules.ModelRule` or its name: ``"ar1"``, ``"ar2"``,
+        ``"ar2p"`` (default) or ``"ar2pp"`` (AR2P layers; train
         with ``AVDGPLoss(likelihood, objective="predictive")``).
     :param num_points: ``S``, components of every mixture after the first layer: AR2P's sigma
         points (training and prediction), the Monte Carlo samples of AR1/AR2 at prediction
@@ -73,7 +75,7 @@ def build_avdgp(
         raise ValueError(
             f"num_inducing: expected {len(units)} values (one per layer), got {len(num_inducing)}"
         )
-    layer_rule, _ = layer_rule_and_objective(rule)
+    layer_rule = check_choice("rule", rule, ModelRule).layer_rule
     expansion = expansion_points(layer_rule, num_points, num_train_samples)
     layer_kwargs = {**layer_options(preset), **layer_kwargs}
     seed = layer_kwargs.pop("seed", None)

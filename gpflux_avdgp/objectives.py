@@ -23,7 +23,6 @@ the data term itself, as GPflux's ``LikelihoodLayer`` does.
 
 from __future__ import annotations
 
-import enum
 import warnings
 from typing import Optional
 
@@ -33,6 +32,7 @@ from gpflow.keras import tf_keras
 
 from .core.mixture import GaussianMixture
 from .gpflow_config import likelihood_from_config, likelihood_to_config
+from .rules import Objective
 from .validation import check_choice
 
 __all__ = [
@@ -46,13 +46,6 @@ __all__ = [
     "mixture_log_density",
     "model_likelihood_of",
 ]
-
-
-class Objective(str, enum.Enum):
-    """Data term of the training objective."""
-
-    ELBO = "elbo"  #: expected log-likelihood (AR1, AR2, AR2P)
-    PREDICTIVE = "predictive"  #: log predictive density (AR2PP, DSPP)
 
 
 def is_categorical(likelihood: gpflow.likelihoods.Likelihood) -> bool:

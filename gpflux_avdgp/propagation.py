@@ -44,9 +44,7 @@ from .validation import check_choice, check_positive_int
 
 __all__ = [
     "PropagationRule",
-    "MODEL_RULES",
     "Propagated",
-    "layer_rule_and_objective",
     "propagate",
 ]
 
@@ -61,28 +59,6 @@ class PropagationRule(str, enum.Enum):
     @property
     def is_sampled(self) -> bool:
         return self is not PropagationRule.AR2P
-
-
-#: The paper's model rules: the three layer rules and AR2PP, which is AR2P layers trained with
-#: the predictive objective (the one place that says so: :func:`layer_rule_and_objective`).
-MODEL_RULES = ("ar1", "ar2", "ar2p", "ar2pp")
-
-
-def layer_rule_and_objective(rule: str) -> tuple[PropagationRule, str]:
-    """The layers' rule and the training objective of a model rule from :data:`MODEL_RULES`:
-    ``"ar2pp"`` -> ``(AR2P, "predictive")``, any other -> ``(rule, "elbo")``.
-
-    :raises ValueError: for a name not in :data:`MODEL_RULES`.
-    """
-    if isinstance(rule, PropagationRule):
-        return rule, "elbo"
-    if not isinstance(rule, str) or rule.lower() not in MODEL_RULES:
-        allowed = ", ".join(repr(name) for name in MODEL_RULES)
-        raise ValueError(f"rule: expected one of {allowed}, got {rule!r}")
-    name = rule.lower()
-    if name == "ar2pp":
-        return PropagationRule.AR2P, "predictive"
-    return PropagationRule(name), "elbo"
 
 
 class Propagated(NamedTuple):

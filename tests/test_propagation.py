@@ -11,7 +11,9 @@ from scipy import stats
 
 from gpflux_avdgp import AmortizedGPLayer, GaussianMixture, PropagationRule
 from gpflux_avdgp.core.mixture import unpack_numpy
-from gpflux_avdgp.propagation import layer_rule_and_objective, propagate
+from gpflux_avdgp.propagation import propagate
+from gpflux_avdgp.rules import ModelRule, Objective
+from gpflux_avdgp.validation import check_choice
 
 RTOL, ATOL = REFERENCE_TOLERANCE
 B, D, S, NUM_DATA = 4, 2, 4, 50
@@ -229,19 +231,21 @@ def test_sampled_layer_on_zero_variance_mixture(rng, rule):
 
 
 @pytest.mark.parametrize(
-    "rule, expected",
+    "rule, layer_rule, objective",
     [
-        ("ar1", (PropagationRule.AR1, "elbo")),
-        ("AR2", (PropagationRule.AR2, "elbo")),
-        ("ar2p", (PropagationRule.AR2P, "elbo")),
-        ("ar2pp", (PropagationRule.AR2P, "predictive")),
-        (PropagationRule.AR2P, (PropagationRule.AR2P, "elbo")),
+        ("ar1", PropagationRule.AR1, Objective.ELBO),
+        ("AR2", PropagationRule.AR2, Objective.ELBO),
+        ("ar2p", PropagationRule.AR2P, Objective.ELBO),
+        ("ar2pp", PropagationRule.AR2P, Objective.PREDICTIVE),
+        (ModelRule.AR2PP, PropagationRule.AR2P, Objective.PREDICTIVE),
     ],
 )
-def test_model_rule_maps_to_layer_rule_and_objective(rule, expected):
-    assert layer_rule_and_objective(rule) == expected
+def test_a_model_rule_gives_its_layer_rule_and_objective(rule, layer_rule, objective):
+    model_rule = check_choice("rule", rule, ModelRule)
+    assert (model_rule.layer_rule, model_rule.objective) == (layer_rule, objective)
+    assert [r.value for r in ModelRule] == ["ar1", "ar2", "ar2p", "ar2pp"]
 
 
 def test_unknown_model_rule_is_refused_in_one_line():
     with pytest.raises(ValueError, match=r"^rule: expected one of 'ar1', .*, got 'ar3'$"):
-        layer_rule_and_objective("ar3")
+        check_choice("rule", "ar3", ModelRule)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from gpflux_avdgp.propagation import MODEL_RULES
+from gpflux_avdgp.rules import ModelRule
 
 from ..errors import CommandLineError
 from ..training.config import MAX_LEARNING_RATE
@@ -71,7 +71,7 @@ def _target(text: str) -> int | str:
 MODEL_CHOICES = ("avdgp", "sgp-avi", "idsgp", "svgp", "dsdgp", "dspp")
 
 
-RULE_CHOICES = MODEL_RULES
+RULE_CHOICES = tuple(rule.value for rule in ModelRule)
 
 
 def build_parser() -> argparse.ArgumentParser:

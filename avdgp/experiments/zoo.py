@@ -35,7 +35,7 @@ from gpflux_avdgp.layers import SigmaPointGPLayer, TrainableLikelihood
 from gpflux_avdgp.models import build_avdgp, expansion_points
 from gpflux_avdgp.objectives import AVDGPLoss
 from gpflux_avdgp.presets import layer_options
-from gpflux_avdgp.propagation import MODEL_RULES, layer_rule_and_objective
+from gpflux_avdgp.rules import ModelRule
 from gpflux_avdgp.validation import check_choice, check_positive_int
 
 __all__ = [
@@ -68,7 +68,7 @@ class Task(str, enum.Enum):
     CLASSIFICATION = "classification"
 
 
-RULES = MODEL_RULES
+RULES = tuple(rule.value for rule in ModelRule)
 SHALLOW = (ModelKind.SGP_AVI, ModelKind.IDSGP, ModelKind.SVGP)
 GLOBAL_INDUCING = (ModelKind.SVGP, ModelKind.DSDGP, ModelKind.DSPP)
 
@@ -342,6 +342,6 @@ def build_model(
         )
     objective = "predictive" if kind is ModelKind.DSPP else "elbo"  # DSPP: Jankowiak et al.
     if kind is ModelKind.AVDGP:
-        _, objective = layer_rule_and_objective(spec.rule)
+        objective = ModelRule(spec.rule).objective
     loss = AVDGPLoss(likelihood, objective=objective)
     return BuiltModel(model=model, likelihood=likelihood, loss=loss, spec=spec)
