@@ -48,7 +48,7 @@ def one_run(data_root: Path, name: str, seed: int, epochs: int, rule: str) -> di
     dataset = load_dataset(data_root / name)
     split = split_dataset(dataset, seed=seed, split=0)
     split = standardise_split(split, Standardizer.fit(split.x_train, split.y_train))
-    config = TrainConfig(epochs=epochs, seed=seed, dtype="float32")
+    config = TrainConfig.from_preset("paper", epochs=epochs, seed=seed, dtype="float32")
     tf_keras.backend.clear_session()
     tf_keras.utils.set_random_seed(seed)
     record = {"dataset": name, "seed": seed, "epochs": epochs, "rule": rule}

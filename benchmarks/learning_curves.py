@@ -231,7 +231,8 @@ def run_one(args, seed: int, variant: str, sink) -> None:
         epochs = args.epochs
     else:
         epochs = math.ceil((args.steps or 2400) / steps_per_epoch)
-    config = TrainConfig(
+    config = TrainConfig.from_preset(
+        "paper",
         epochs=epochs,
         batch_size=args.batch_size,
         learning_rate=lr,

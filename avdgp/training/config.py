@@ -35,9 +35,15 @@ class TrainingDiverged(RuntimeError):
     """The training loss became NaN or infinite."""
 
 
+#: The default preset's settings: ``TrainConfig()``'s defaults.
+_DEFAULT_PRESET = training_options("default")
+
+
 @dataclass(frozen=True)
 class TrainConfig:
-    """Optimisation settings (paper: Adam 0.005, batch 100, 100 epochs).
+    """Optimisation settings. ``TrainConfig()`` is the default preset (Adam 0.005 with a cosine
+    decay, batch 100, 100 epochs, the best validation epoch with patience 20);
+    ``TrainConfig.from_preset("paper")`` the paper's (a constant rate, the last epoch).
 
     :param epochs: passes over the training set.
     :param batch_size: rows per step (paper: 100; 500 for data sets over 200k rows).
@@ -68,14 +74,14 @@ class TrainConfig:
 
     epochs: int = 100
     batch_size: int = 100
-    learning_rate: float = 0.005
+    learning_rate: float = _DEFAULT_PRESET["learning_rate"]
     seed: int = 0
     dtype: str = "float64"
     steps_per_execution: int = 1
-    schedule: str = "constant"
+    schedule: str = _DEFAULT_PRESET["schedule"]
     final_learning_fraction: float = 0.1
-    restore_best: bool = False
-    patience: Optional[int] = None
+    restore_best: bool = _DEFAULT_PRESET["restore_best"]
+    patience: Optional[int] = _DEFAULT_PRESET["patience"]
 
     def __post_init__(self) -> None:
         check_positive_int("epochs", self.epochs)

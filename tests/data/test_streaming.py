@@ -455,7 +455,7 @@ def test_harness_trains_on_streamed_shards_and_resumes_exactly(tmp_path, rng):
         num_points=4,
         seed=0,
     )
-    config = TrainConfig(epochs=3, batch_size=40, learning_rate=0.02, seed=5)
+    config = TrainConfig.from_preset("paper", epochs=3, batch_size=40, learning_rate=0.02, seed=5)
 
     def data(step_counter):
         return csv_shard_dataset(
@@ -493,7 +493,9 @@ def test_fit_model_on_dataset_refuses_other_data(rng):
     with float_type("float64"):
         built = build_model(spec, 2, 10)
     with pytest.raises(ValueError, match="data: expected a tf.data.Dataset of \\(x, y\\) batches"):
-        fit_model_on_dataset(built, lambda counter: np.zeros((3, 2)), TrainConfig(epochs=1))
+        fit_model_on_dataset(
+            built, lambda counter: np.zeros((3, 2)), TrainConfig.from_preset("paper", epochs=1)
+        )
 
 
 # ----------------------------------------------------------------------------------- CLI
@@ -699,7 +701,7 @@ def test_streaming_save_folder_resumes_only_the_same_data(tmp_path, rng):
 
     table = make_shards(tmp_path / "a", rng, [10, 12])
     spec = ModelSpec(model="avdgp", rule="ar2p")
-    config = TrainConfig(epochs=2)
+    config = TrainConfig.from_preset("paper", epochs=2)
     folder = tmp_path / "run"
     backup = prepare_streaming_save_dir(folder, spec, scan_csv_shards(tmp_path / "a"), config, "a")
     assert backup == folder / "backup" and (folder / "settings.json").is_file()

@@ -273,7 +273,7 @@ def test_run_returns_the_documented_record(rng):
     y = np.sin(x[:, :1]) + 0.1 * rng.standard_normal((120, 1))
     split = Split(x[:80], y[:80], x[80:90], y[80:90], x[90:], y[90:])
     spec = zoo.ModelSpec(num_layers=2, hidden_dims=[2], num_inducing=[3], num_points=3)
-    config = training.TrainConfig(epochs=2, batch_size=40, seed=3)
+    config = training.TrainConfig.from_preset("paper", epochs=2, batch_size=40, seed=3)
     record = runner.run(spec, split, config, dataset="toy", stream=None)
     assert isinstance(record, training.RunRecord)
     assert (record.model, record.dataset, record.epochs, record.seed) == ("avdgp", "toy", 2, 3)

@@ -56,7 +56,9 @@ def train(rule: str) -> dict:
         model="avdgp", rule=rule, num_layers=2, hidden_dims=[2], num_inducing=[4, 3],
         num_points=4, seed=1,
     )  # fmt: skip
-    config = TrainConfig(epochs=EPOCHS, batch_size=BATCH, learning_rate=0.02, seed=0)
+    config = TrainConfig.from_preset(
+        "paper", epochs=EPOCHS, batch_size=BATCH, learning_rate=0.02, seed=0
+    )
     tf_keras.backend.clear_session()
     tf_keras.utils.set_random_seed(0)
     with float_type("float64"):

@@ -229,7 +229,9 @@ def test_fit_model_refuses_a_model_built_outside_the_strategy(rng):
     built = build_model(spec, 2, 8)
     strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
     with pytest.raises(ValueError, match="strategy: the model was built outside this strategy's"):
-        fit_model(built, x, y, TrainConfig(epochs=1, batch_size=4), strategy=strategy)
+        fit_model(
+            built, x, y, TrainConfig.from_preset("paper", epochs=1, batch_size=4), strategy=strategy
+        )
 
 
 @pytest.mark.slow
@@ -243,7 +245,7 @@ def test_fit_model_in_a_strategy_scope_trains_like_no_strategy(rng):
         model="avdgp", rule="ar2", num_layers=2, hidden_dims=[2], num_inducing=[3, 3], num_points=3
     )
     x, y = rng.normal(size=(12, 2)), rng.normal(size=(12, 1))
-    config = TrainConfig(epochs=2, batch_size=4, learning_rate=0.01)
+    config = TrainConfig.from_preset("paper", epochs=2, batch_size=4, learning_rate=0.01)
     results = []
     for strategy in (None, tf.distribute.MirroredStrategy(["/cpu:0"])):
         tf_keras.backend.clear_session()

@@ -190,7 +190,7 @@ def _train(split, config, backup_dir, callbacks=()):
 @pytest.mark.slow
 def test_fit_model_resumes_from_its_backup(tmp_path, rng):
     split = _split(rng)
-    config = TrainConfig(epochs=3, batch_size=30, learning_rate=0.02, seed=4)
+    config = TrainConfig.from_preset("paper", epochs=3, batch_size=30, learning_rate=0.02, seed=4)
     full, full_progress = _train(split, config, tmp_path / "full")
     with pytest.raises(KeyboardInterrupt):
         _train(split, config, tmp_path / "backup", callbacks=(_Interrupt(1, 2),))
@@ -204,11 +204,13 @@ def test_fit_model_resumes_from_its_backup(tmp_path, rng):
 @pytest.mark.slow  # default suite: test_streaming_save_folder_resumes_only_the_same_data
 def test_run_refuses_a_folder_with_other_settings_or_a_finished_run(tmp_path, rng):
     split = _split(rng)
-    config = TrainConfig(epochs=1, batch_size=60, seed=0)
+    config = TrainConfig.from_preset("paper", epochs=1, batch_size=60, seed=0)
     prepare_split_run_dir(tmp_path, SPEC, split, config, "toy")
     prepare_split_run_dir(tmp_path, SPEC, split, config, "toy")  # same settings: resume
     with pytest.raises(ValueError, match=r"other settings \(train.epochs: 1 -> 2\)"):
-        prepare_split_run_dir(tmp_path, SPEC, split, TrainConfig(epochs=2, batch_size=60), "toy")
+        prepare_split_run_dir(
+            tmp_path, SPEC, split, TrainConfig.from_preset("paper", epochs=2, batch_size=60), "toy"
+        )
     other_data = dataclasses.replace(split, x_train=split.x_train + 1)
     with pytest.raises(ValueError, match="data_sha256"):
         prepare_split_run_dir(tmp_path, SPEC, other_data, config, "toy")
@@ -241,7 +243,7 @@ class _PoisonLayer(tf_keras.callbacks.Callback):
 
 def test_nan_step_names_layer_epoch_and_batch_and_keeps_last_good_weights(tmp_path, rng):
     split = _split(rng)
-    config = TrainConfig(epochs=3, batch_size=30, learning_rate=0.02, seed=1)
+    config = TrainConfig.from_preset("paper", epochs=3, batch_size=30, learning_rate=0.02, seed=1)
     poison = _PoisonLayer("gp_layer_2", epoch=1, batch=2)
     backup = tmp_path / "backup"
     with pytest.raises(TrainingDiverged) as caught:
@@ -289,7 +291,7 @@ class _RaiseOpError(tf_keras.callbacks.Callback):
 def test_only_non_finite_failures_become_divergence(tmp_path, rng):
     """Another runtime error is re-raised as it is, not reported as a diverged loss."""
     split = _split(rng)
-    config = TrainConfig(epochs=1, batch_size=30, seed=0)
+    config = TrainConfig.from_preset("paper", epochs=1, batch_size=30, seed=0)
     with pytest.raises(tf.errors.InvalidArgumentError, match="is not in"):
         _train(split, config, tmp_path / "backup", callbacks=(_RaiseOpError(),))
 
@@ -326,7 +328,9 @@ def test_float32_training_on_standardised_uci_data_stays_finite():
     for seed in (0, 1):
         split = split_dataset(dataset, seed=seed, split=0)
         split = standardise_split(split, Standardizer.fit(split.x_train, split.y_train))
-        config = TrainConfig(epochs=2, batch_size=100, seed=seed, dtype="float32")
+        config = TrainConfig.from_preset(
+            "paper", epochs=2, batch_size=100, seed=seed, dtype="float32"
+        )
         tf_keras.backend.clear_session()
         tf_keras.utils.set_random_seed(seed)
         with float_type("float32"):

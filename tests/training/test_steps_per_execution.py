@@ -47,7 +47,8 @@ def _train(x, y, steps_per_execution: int, fit) -> tuple[list, list, int, tf_ker
     tf_keras.backend.clear_session()
     tf_keras.utils.set_random_seed(0)
     built = build_model(SPEC, 2, ROWS)
-    config = TrainConfig(
+    config = TrainConfig.from_preset(
+        "paper",
         epochs=2,
         batch_size=BATCH,
         learning_rate=0.02,
@@ -97,7 +98,7 @@ def test_a_pipeline_of_unknown_length_is_refused(rng):
     x, y = _data(rng)
     data = tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH).filter(lambda a, b: True)
     built = build_model(SPEC, 2, ROWS)
-    config = TrainConfig(epochs=1, batch_size=BATCH, steps_per_execution=3)
+    config = TrainConfig.from_preset("paper", epochs=1, batch_size=BATCH, steps_per_execution=3)
     with pytest.raises(ValueError, match=r"steps_per_execution=3 needs a dataset of known length"):
         fit_model_on_dataset(built, data, config)
 
@@ -105,12 +106,16 @@ def test_a_pipeline_of_unknown_length_is_refused(rng):
 def test_a_saved_run_resumes_with_another_value(tmp_path, rng):
     x, y = _data(rng)
     split = Split(x, y, x[:0], y[:0], x[:20], y[:20])
-    config = TrainConfig(epochs=1, batch_size=BATCH, seed=0)
+    config = TrainConfig.from_preset("paper", epochs=1, batch_size=BATCH, seed=0)
     prepare_split_run_dir(tmp_path, SPEC, split, config, "toy")
-    faster = TrainConfig(epochs=1, batch_size=BATCH, seed=0, steps_per_execution=10)
+    faster = TrainConfig.from_preset(
+        "paper", epochs=1, batch_size=BATCH, seed=0, steps_per_execution=10
+    )
     prepare_split_run_dir(tmp_path, SPEC, split, faster, "toy")  # no "other settings" error
     with pytest.raises(ValueError, match="other settings"):
-        prepare_split_run_dir(tmp_path, SPEC, split, TrainConfig(epochs=1, batch_size=20), "toy")
+        prepare_split_run_dir(
+            tmp_path, SPEC, split, TrainConfig.from_preset("paper", epochs=1, batch_size=20), "toy"
+        )
 
 
 @pytest.mark.parametrize(

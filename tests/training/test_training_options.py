@@ -65,14 +65,16 @@ def test_unknown_inducing_init_is_one_line_error():
 
 # ------------------------------------------------------------------------- schedule
 def test_cosine_schedule_spans_all_epochs():
-    config = training.TrainConfig(
-        epochs=4, learning_rate=0.01, schedule="cosine", final_learning_fraction=0.1
+    config = training.TrainConfig.from_preset(
+        "paper", epochs=4, learning_rate=0.01, schedule="cosine", final_learning_fraction=0.1
     )
     schedule = config.learning_rate_for(steps_per_epoch=5)  # 20 steps in all
     rates = [float(schedule(step)) for step in (0, 10, 20, 40)]
     expected_middle = 0.01 * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 0.5)))
     np.testing.assert_allclose(rates, [0.01, expected_middle, 0.001, 0.001], rtol=1e-6)
-    assert training.TrainConfig(learning_rate=0.02).learning_rate_for(5) == 0.02
+    assert (
+        training.TrainConfig(learning_rate=0.02, schedule="constant").learning_rate_for(5) == 0.02
+    )
 
 
 @pytest.mark.parametrize(
@@ -85,7 +87,7 @@ def test_cosine_schedule_spans_all_epochs():
         ),
         ({"restore_best": "yes"}, "restore_best: expected a bool"),
         ({"restore_best": True, "patience": 0}, "patience: expected an integer >= 1, got 0"),
-        ({"patience": 5}, "patience: stopping early needs restore_best=True"),
+        ({"patience": 5, "restore_best": False}, "patience: stopping early needs restore_best"),
     ],
 )
 def test_train_config_rejects_bad_options(options, message):
@@ -97,8 +99,13 @@ def test_fit_model_follows_the_schedule(rng):
     x, y = _data(rng, 60)
     spec = zoo.ModelSpec(num_layers=1, num_inducing=[3], seed=0)
     built = zoo.build_model(spec, 2, len(x))
-    config = training.TrainConfig(
-        epochs=3, batch_size=20, learning_rate=0.01, schedule="cosine", final_learning_fraction=0.0
+    config = training.TrainConfig.from_preset(
+        "paper",
+        epochs=3,
+        batch_size=20,
+        learning_rate=0.01,
+        schedule="cosine",
+        final_learning_fraction=0.0,
     )
     training.fit_model(built, x, y, config)
     optimizer = built.model.optimizer
@@ -139,8 +146,8 @@ def test_restore_best_ends_with_the_weights_of_the_best_epoch(rng):
     x, y = _data(rng, 160)
     split = Split(x[:100], y[:100], x[100:130], y[100:130], x[130:], y[130:])
     spec = zoo.ModelSpec(num_layers=1, num_inducing=[3], seed=0)
-    config = training.TrainConfig(
-        epochs=6, batch_size=20, learning_rate=0.3, seed=0, restore_best=True
+    config = training.TrainConfig.from_preset(
+        "paper", epochs=6, batch_size=20, learning_rate=0.3, seed=0, restore_best=True
     )
     record = runner.run(spec, split, config, dataset="toy", stream=None)
     curve = dict(record.val_nll_curve)
@@ -159,7 +166,13 @@ def test_patience_stops_with_the_best_epoch_of_the_full_run(rng):
     split = Split(x[:100], y[:100], x[100:130], y[100:130], x[130:], y[130:])
     spec = zoo.ModelSpec(num_layers=1, num_inducing=[3], seed=0)
     settings = dict(epochs=8, batch_size=20, learning_rate=0.3, seed=0, restore_best=True)
-    full = runner.run(spec, split, training.TrainConfig(**settings), dataset="toy", stream=None)
+    full = runner.run(
+        spec,
+        split,
+        training.TrainConfig.from_preset("paper", **settings),
+        dataset="toy",
+        stream=None,
+    )
     curve = [nll for _, nll in full.val_nll_curve]
     patience, best, expected_stop = 2, 0, len(curve)
     for epoch, nll in enumerate(curve):
@@ -171,7 +184,7 @@ def test_patience_stops_with_the_best_epoch_of_the_full_run(rng):
     stopped = runner.run(
         spec,
         split,
-        training.TrainConfig(**settings, patience=patience),
+        training.TrainConfig.from_preset("paper", **settings, patience=patience),
         dataset="toy",
         stream=None,
         test_curve=True,
@@ -202,7 +215,7 @@ def test_patience_follows_the_preset_and_restore_best():
 def test_restore_best_needs_validation_rows(rng):
     x, y = _data(rng, 60)
     split = Split(x[:40], y[:40], x[:0], y[:0], x[40:], y[40:])
-    config = training.TrainConfig(epochs=1, batch_size=20, restore_best=True)
+    config = training.TrainConfig.from_preset("paper", epochs=1, batch_size=20, restore_best=True)
     with pytest.raises(ValueError, match="restore_best: selecting the best epoch needs validation"):
         runner.run(zoo.ModelSpec(num_layers=1, num_inducing=[3]), split, config, dataset="t")
 
@@ -211,6 +224,8 @@ def test_restore_best_needs_validation_rows(rng):
 def test_presets_set_the_documented_options():
     from gpflux_avdgp import presets
 
+    assert training.TrainConfig() == training.TrainConfig.from_preset("default")
+    assert training.TrainConfig() != training.TrainConfig.from_preset("paper")
     assert presets.layer_options("paper") == {"inducing_init": "input"}
     assert presets.layer_options() == {"inducing_init": "global"}
     paper = training.TrainConfig.from_preset("paper", epochs=3)
