@@ -13,13 +13,11 @@ from gpflow.keras import tf_keras
 
 from .avdgp_model import AVDGPModel
 from .layers import AmortizedGPLayer, TrainableLikelihood
-from .layers.base import DEFAULT_NUM_POINTS
 from .presets import layer_options
-from .propagation import PropagationRule
 from .rules import ModelRule
 from .validation import check_choice, check_positive_int
 
-__all__ = ["build_avdgp", "expansion_points"]
+__all__ = ["build_avdgp"]
 
 
 def build_avdgp(
@@ -49,7 +47,7 @@ def build_avdgp(
         with ``AVDGPLoss(likelihood, objective="predictive")``).
     :param num_points: ``S``, components of every mixture after the first layer: AR2P's sigma
         points (training and prediction), the Monte Carlo samples of AR1/AR2 at prediction
-        (default 32, the paper's).
+        (default 32, the paper's); the second layer's ``num_points``.
     :param num_train_samples: Monte Carlo samples per datapoint in training, AR1/AR2 only;
         default 1 for AR1 (the paper: "S can be as small as 1 when we train with stochastic
         gradient optimizers"), ``S`` for AR2. AR2P has no samples.
@@ -76,7 +74,7 @@ def build_avdgp(
             f"num_inducing: expected {len(units)} values (one per layer), got {len(num_inducing)}"
         )
     layer_rule = check_choice("rule", rule, ModelRule).layer_rule
-    expansion = expansion_points(layer_rule, num_points, num_train_samples)
+    expansion = {"num_points": num_points, "num_train_samples": num_train_samples}
     layer_kwargs = {**layer_options(preset), **layer_kwargs}
     seed = layer_kwargs.pop("seed", None)
     layers: list[tf_keras.layers.Layer] = [
@@ -108,29 +106,3 @@ def _own_modules(layer_kwargs: dict, *, copy: bool) -> dict:
         key: gpflow.utilities.deepcopy(value) if isinstance(value, tf.Module) else value
         for key, value in layer_kwargs.items()
     }
-
-
-def expansion_points(
-    rule: str | PropagationRule,
-    num_points: Optional[int] = None,
-    num_train_samples: Optional[int] = None,
-) -> dict:
-    """``num_points`` and ``num_predict_points`` of the second layer, which expands the first
-    layer's one-component output to ``S`` components (later layers keep the count): AR2P's
-    ``S`` sigma points; AR2 trains on ``S`` samples, AR1 on one (``num_train_samples``
-    overrides), both predict with ``S``. Used for amortized and wrapped GPflux layers alike."""
-    rule = check_choice("rule", rule, PropagationRule)
-    points = (
-        DEFAULT_NUM_POINTS if num_points is None else check_positive_int("num_points", num_points)
-    )
-    if num_train_samples is not None:
-        num_train_samples = check_positive_int("num_train_samples", num_train_samples)
-    if rule is PropagationRule.AR2P:
-        if num_train_samples is not None:
-            raise ValueError(
-                f"num_train_samples: rule 'ar2p' has no samples (its {points} sigma points are "
-                f"num_points), got {num_train_samples}"
-            )
-        return {"num_points": points}
-    default_samples = 1 if rule is PropagationRule.AR1 else points
-    return {"num_points": num_train_samples or default_samples, "num_predict_points": points}

@@ -8,7 +8,6 @@ import pytest
 
 from avdgp.experiments.zoo import ModelSpec, build_model
 from gpflux_avdgp import build_avdgp
-from gpflux_avdgp.models import expansion_points
 
 
 def _second_layer(model):
@@ -22,8 +21,8 @@ def _second_layer(model):
         ("ar1", 4, (4, 8)),
         ("ar2", None, (8, 8)),
         ("ar2", 2, (2, 8)),
-        ("ar2p", None, (8, None)),  # sigma points: the same S in training and prediction
-        ("ar2pp", None, (8, None)),
+        ("ar2p", None, (8, 8)),  # sigma points: the same S in training and prediction
+        ("ar2pp", None, (8, 8)),
     ],
 )
 def test_num_points_is_s_and_ar1_trains_on_one_sample(rule, train_samples, expected):
@@ -32,13 +31,16 @@ def test_num_points_is_s_and_ar1_trains_on_one_sample(rule, train_samples, expec
         num_train_samples=train_samples,
     )  # fmt: skip
     layer = _second_layer(model)
-    assert (layer.num_points, layer.num_predict_points) == expected
+    # the layer's words mean what the builder's mean
+    assert (layer.num_points, layer.num_train_samples) == (8, train_samples)
+    components = (layer._resolved_num_points(training=True), layer._resolved_num_points(False))
+    assert components == expected
     assert model.get_layer("gp_layer_1").num_points is None  # the first layer: one component
 
 
 def test_sigma_points_have_no_training_samples():
     with pytest.raises(ValueError, match="^num_train_samples: rule 'ar2p' has no samples"):
-        expansion_points("ar2p", 8, 2)
+        build_avdgp(2, [3, 1], 4, 50, gpflow.likelihoods.Gaussian(), num_train_samples=2)
 
 
 @pytest.mark.parametrize("rule", ["ar1", "ar2", "ar2p", "ar2pp"])

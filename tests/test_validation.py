@@ -41,7 +41,7 @@ def likelihood():
         ((1, True, 10), {}, r"num_inducing: .* got True", TypeError),
         ((1, 4, 0), {}, r"num_data: .* got 0", ValueError),
         ((1, 4, 10), {"num_points": 0}, r"num_points: .* got 0", ValueError),
-        ((1, 4, 10), {"num_predict_points": 0}, r"num_predict_points: .* got 0", ValueError),
+        ((1, 4, 10), {"num_train_samples": 0}, r"num_train_samples: .* got 0", ValueError),
         (
             (1, 4, 10),
             {"rule": "ar3"},
@@ -81,11 +81,10 @@ def likelihood():
         ((1, 4, 10), {"ard": None}, r"ard: expected a bool, got None", TypeError),
         (
             (1, 4, 10),
-            {"rule": "ar2p", "num_points": 8, "num_predict_points": 16},
-            r"num_predict_points: rule 'ar2p' .* must equal num_points \(8\), got 16",
+            {"rule": "ar2p", "num_points": 8, "num_train_samples": 16},
+            r"num_train_samples: rule 'ar2p' has no samples \(its sigma points are num_points\)",
             ValueError,
         ),
-        ((1, 4, 10), {"num_predict_points": 16}, r"num_predict_points: .* got 16", ValueError),
     ],
 )
 def test_amortized_layer_rejects_bad_arguments(args, kwargs, match, error):

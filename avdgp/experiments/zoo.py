@@ -32,7 +32,7 @@ import numpy as np
 from gpflow.keras import tf_keras
 
 from gpflux_avdgp.layers import SigmaPointGPLayer, TrainableLikelihood
-from gpflux_avdgp.models import build_avdgp, expansion_points
+from gpflux_avdgp.models import build_avdgp
 from gpflux_avdgp.objectives import AVDGPLoss
 from gpflux_avdgp.presets import layer_options
 from gpflux_avdgp.rules import ModelRule
@@ -284,7 +284,7 @@ def _global_inducing_layers(
             SigmaPointGPLayer(
                 gp_layer,
                 rule=rule,
-                **(expansion_points(rule, spec.num_points) if index == 1 else {}),
+                **({"num_points": spec.num_points} if index == 1 else {}),
                 seed=spec.seed + index,
                 name=f"gp_layer_{index + 1}",
             )

@@ -29,7 +29,7 @@ from ..validation import (
     check_optional_positive_int,
     check_positive_int,
 )
-from .base import MixtureLayer
+from .base import MixtureLayer, translate_legacy_points
 
 __all__ = ["AmortizedGPLayer", "KLConvention"]
 
@@ -106,7 +106,7 @@ class AmortizedGPLayer(MixtureLayer):
     :param kl_convention: ``"paper"`` (default) or ``"per_point"``, see :class:`KLConvention`.
     :param rule: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
     :param num_points: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
-    :param num_predict_points: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
+    :param num_train_samples: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
     :param seed: seed for initialisers and Monte Carlo draws.
     """
 
@@ -127,7 +127,7 @@ class AmortizedGPLayer(MixtureLayer):
         kl_convention: str | KLConvention = KLConvention.PAPER,
         rule: str | PropagationRule = PropagationRule.AR2P,
         num_points: Optional[int] = None,
-        num_predict_points: Optional[int] = None,
+        num_train_samples: Optional[int] = None,
         seed: Optional[int] = None,
         **kwargs,
     ):
@@ -135,7 +135,7 @@ class AmortizedGPLayer(MixtureLayer):
             units,
             rule=rule,
             num_points=num_points,
-            num_predict_points=num_predict_points,
+            num_train_samples=num_train_samples,
             seed=seed,
             **kwargs,
         )
@@ -277,7 +277,7 @@ class AmortizedGPLayer(MixtureLayer):
     def from_config(cls, config: dict) -> "AmortizedGPLayer":
         """Rebuild the layer; GPflow kernel and mean-function configs become new objects in
         their saved float type (the trained values come with the weights)."""
-        config = dict(config)
+        config = translate_legacy_points(config)
         if isinstance(config.get("kernel"), dict):
             config["kernel"] = module_from_config(config["kernel"], "kernel")
         if isinstance(config.get("mean_function"), dict):

@@ -28,6 +28,7 @@ __all__ = [
     "add_draw_counter",
     "check_mixture_readers",
     "mixture_reader_fix",
+    "translate_legacy_points",
 ]
 
 #: Components created from a one-component mixture when ``num_points`` is not given (paper).
@@ -78,6 +79,20 @@ def check_mixture_readers(layer: tf_keras.layers.Layer) -> None:
             )
 
 
+def translate_legacy_points(config: dict) -> dict:
+    """A layer config of version 0.1 files (``num_points`` for the training components,
+    ``num_predict_points`` for AR1/AR2's prediction samples) in today's words
+    (``num_points`` for ``S``, ``num_train_samples`` for training)."""
+    if "num_predict_points" not in config:
+        return config
+    config = dict(config)
+    predict_points = config.pop("num_predict_points")
+    if str(config.get("rule", "ar2p")).lower() != "ar2p":
+        config["num_train_samples"] = config.get("num_points")
+        config["num_points"] = predict_points
+    return config
+
+
 def add_draw_counter(layer: tf_keras.layers.Layer) -> tf.Variable:
     """The layer's count of training draws so far (int64, not trained, saved with the model):
     it keys the stateless Monte Carlo draws, so a restored run draws the same numbers."""
@@ -100,12 +115,14 @@ class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer):
     :param units: ``Q``, output dimension.
     :param rule: amortization rule, ``"ar1"``, ``"ar2"`` or ``"ar2p"`` (AR2PP is AR2P with the
         predictive objective: choose it in :class:`~gpflux_avdgp.AVDGPLoss`).
-    :param num_points: ``S``, components this layer creates when its input mixture has one
-        component (the output of a first layer). Default 32 for AR2/AR2P and 1 for AR1 (the
-        paper's training settings). A layer whose input already has ``S`` components keeps
-        them (paired propagation) and may leave this unset.
-    :param num_predict_points: ``S`` at prediction (``training=False``) for AR1/AR2, default
-        ``num_points`` (AR2) or 32 (AR1). AR2P is deterministic and must use ``num_points``.
+    :param num_points: ``S``, the components this layer creates when its input mixture has one
+        component (the output of a first layer): AR2P's sigma points, or the Monte Carlo
+        samples AR1/AR2 predict with; default 32 (the paper's). A layer whose input already has
+        ``S`` components keeps them (paired propagation) and may leave this unset. The same
+        word, with the same meaning, as :func:`~gpflux_avdgp.build_avdgp`'s.
+    :param num_train_samples: the Monte Carlo samples AR1/AR2 train with; default 1 for AR1
+        (the paper: "S can be as small as 1 when we train with stochastic gradient
+        optimizers") and ``num_points`` for AR2. AR2P has no samples.
     :param seed: seed for initialisers and Monte Carlo draws.
     :param noise_seed: key of the Monte Carlo draws of AR1/AR2 (default ``seed``, or drawn
         from NumPy's global generator when ``seed`` is ``None``; saved in the config). Draws
@@ -124,7 +141,7 @@ class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer):
         *,
         rule: str | PropagationRule = PropagationRule.AR2P,
         num_points: Optional[int] = None,
-        num_predict_points: Optional[int] = None,
+        num_train_samples: Optional[int] = None,
         seed: Optional[int] = None,
         noise_seed: Optional[int] = None,
         **kwargs,
@@ -139,17 +156,11 @@ class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer):
             )
         self.rule = check_choice("rule", rule, PropagationRule)
         self.num_points = check_optional_positive_int("num_points", num_points)
-        self.num_predict_points = check_optional_positive_int(
-            "num_predict_points", num_predict_points
-        )
-        if (
-            self.rule is PropagationRule.AR2P
-            and self.num_predict_points is not None
-            and self.num_predict_points != (self.num_points or DEFAULT_NUM_POINTS)
-        ):
+        self.num_train_samples = check_optional_positive_int("num_train_samples", num_train_samples)
+        if self.rule is PropagationRule.AR2P and self.num_train_samples is not None:
             raise ValueError(
-                "num_predict_points: rule 'ar2p' predicts with its learned sigma points, so it "
-                f"must equal num_points ({self.num_points}), got {self.num_predict_points}"
+                f"num_train_samples: rule 'ar2p' has no samples (its sigma points are "
+                f"num_points), got {self.num_train_samples}"
             )
         self.seed = seed
         if noise_seed is None:
@@ -196,13 +207,13 @@ class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer):
         return self.input_components == 1
 
     def _resolved_num_points(self, training: bool) -> int:
-        if self.rule is PropagationRule.AR1:
-            train_points = self.num_points or 1
-            predict_points = self.num_predict_points or DEFAULT_NUM_POINTS
-        else:
-            train_points = self.num_points or DEFAULT_NUM_POINTS
-            predict_points = self.num_predict_points or train_points
-        return train_points if training else predict_points
+        """The components an expanding layer creates: ``num_points``, or AR1/AR2's
+        ``num_train_samples`` while training."""
+        points = self.num_points or DEFAULT_NUM_POINTS
+        if not training or self.rule is PropagationRule.AR2P:
+            return points
+        default = 1 if self.rule is PropagationRule.AR1 else points
+        return self.num_train_samples or default
 
     def _build_sigma_points(self) -> None:
         """Create ``xi`` ``[S, D]`` (AR2P on a mixture input) and ``omega`` (when expanding)."""
@@ -309,7 +320,7 @@ class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer):
             units=self.units,
             rule=self.rule.value,
             num_points=self.num_points,
-            num_predict_points=self.num_predict_points,
+            num_train_samples=self.num_train_samples,
             seed=self.seed,
             noise_seed=self.noise_seed,
         )

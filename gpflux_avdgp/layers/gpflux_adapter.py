@@ -17,7 +17,7 @@ from gpflow.keras import tf_keras
 
 from ..kernels import check_kernel_width
 from ..propagation import Propagated, PropagationRule
-from .base import MixtureLayer
+from .base import MixtureLayer, translate_legacy_points
 from .gpflux_config import gp_layer_from_config, gp_layer_modules, gp_layer_to_config
 
 __all__ = ["SigmaPointGPLayer", "gp_layer_to_config", "gp_layer_from_config"]
@@ -41,7 +41,7 @@ class SigmaPointGPLayer(MixtureLayer):
     :param gp_layer: the GPflux layer; its ``num_data`` scales the KL.
     :param rule: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
     :param num_points: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
-    :param num_predict_points: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
+    :param num_train_samples: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
     :param seed: seed for sigma-point initialisation and Monte Carlo draws.
     """
 
@@ -51,7 +51,7 @@ class SigmaPointGPLayer(MixtureLayer):
         *,
         rule: str | PropagationRule = PropagationRule.AR2P,
         num_points: Optional[int] = None,
-        num_predict_points: Optional[int] = None,
+        num_train_samples: Optional[int] = None,
         seed: Optional[int] = None,
         **kwargs,
     ):
@@ -61,7 +61,7 @@ class SigmaPointGPLayer(MixtureLayer):
             gp_layer.num_latent_gps,
             rule=rule,
             num_points=num_points,
-            num_predict_points=num_predict_points,
+            num_train_samples=num_train_samples,
             seed=seed,
             **kwargs,
         )
@@ -118,7 +118,7 @@ class SigmaPointGPLayer(MixtureLayer):
     @classmethod
     def from_config(cls, config: dict) -> "SigmaPointGPLayer":
         """Rebuild the layer; the wrapped layer gets placeholder values until the weights load."""
-        config = dict(config)
+        config = translate_legacy_points(config)
         units = config.pop("units", None)  # the wrapped layer's num_latent_gps
         config["gp_layer"] = gp_layer_from_config(config["gp_layer"])
         if units is not None and units != config["gp_layer"].num_latent_gps:

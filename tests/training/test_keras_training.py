@@ -309,10 +309,10 @@ def test_ar2p_prediction_is_deterministic(rng):
 
 
 @pytest.mark.parametrize("rule", ["ar1", "ar2"])
-def test_sampled_rules_predict_with_num_predict_points(rng, rule):
+def test_sampled_rules_train_with_num_train_samples_and_predict_with_num_points(rng, rule):
     x, _ = regression_data(rng)
     likelihood = gpflow.likelihoods.Gaussian(variance=0.1)
-    num_points, num_predict_points = 3, 7
+    num_train_samples, num_points = 3, 7
     model = tf_keras.Sequential(
         [
             tf_keras.Input((2,), dtype=tf.float64),
@@ -323,24 +323,24 @@ def test_sampled_rules_predict_with_num_predict_points(rng, rule):
                 NUM_DATA,
                 rule=rule,
                 num_points=num_points,
-                num_predict_points=num_predict_points,
+                num_train_samples=num_train_samples,
             ),
             TrainableLikelihood(likelihood),
         ]
     )
 
-    assert model(x[:10], training=True).shape == (10, num_points, 3)
-    assert model(x[:10], training=False).shape == (10, num_predict_points, 3)
+    assert model(x[:10], training=True).shape == (10, num_train_samples, 3)
+    assert model(x[:10], training=False).shape == (10, num_points, 3)
     first = predict_mixture(model, x)
     second = predict_mixture(model, x)
 
-    assert first.weights.shape == (NUM_DATA, num_predict_points)
-    assert first.f_means.shape == (NUM_DATA, num_predict_points, 1)
-    np.testing.assert_allclose(first.weights, 1.0 / num_predict_points)
+    assert first.weights.shape == (NUM_DATA, num_points)
+    assert first.f_means.shape == (NUM_DATA, num_points, 1)
+    np.testing.assert_allclose(first.weights, 1.0 / num_points)
     # prediction uses one fixed set of Monte Carlo draws: deterministic, and the components
     # are distinct draws
     np.testing.assert_array_equal(first.f_means, second.f_means)
-    assert len(np.unique(first.f_means[0, :, 0])) == num_predict_points
+    assert len(np.unique(first.f_means[0, :, 0])) == num_points
 
 
 def test_ar1_default_points_one_for_training_many_for_prediction(rng):
