@@ -28,6 +28,7 @@ from typing import Optional
 
 import gpflow
 import tensorflow as tf
+from check_shapes import check_shapes
 from gpflow.keras import tf_keras
 
 from .core.mixture import GaussianMixture
@@ -106,6 +107,12 @@ def _per_component(method, likelihood, mixture: GaussianMixture, y_true: tf.Tens
     return tf.reshape(method(no_inputs, flat[0], flat[1], labels), shape[:2])
 
 
+@check_shapes(
+    "means: [N, S, Q]",
+    "variances: [N, S, Q]",
+    "return[0]: [N, S, K]",
+    "return[1]: [N, S, K]",
+)
 def component_y_moments(
     likelihood: gpflow.likelihoods.Likelihood, means: tf.Tensor, variances: tf.Tensor
 ) -> tuple[tf.Tensor, tf.Tensor]:
@@ -130,6 +137,11 @@ def component_y_moments(
     return y_means, y_means - tf.square(y_means)
 
 
+@check_shapes(
+    "mixture.means: [B, S, Q]",
+    "mixture.log_weights: [B, S]",
+    "return: [B, S]",
+)
 def component_variational_expectations(
     likelihood: gpflow.likelihoods.Likelihood, mixture: GaussianMixture, y_true: tf.Tensor
 ) -> tf.Tensor:
@@ -137,6 +149,11 @@ def component_variational_expectations(
     return _per_component(likelihood.variational_expectations, likelihood, mixture, y_true)
 
 
+@check_shapes(
+    "mixture.means: [B, S, Q]",
+    "mixture.log_weights: [B, S]",
+    "return: [B, S]",
+)
 def component_log_density(
     likelihood: gpflow.likelihoods.Likelihood, mixture: GaussianMixture, y_true: tf.Tensor
 ) -> tf.Tensor:
@@ -154,6 +171,12 @@ def component_log_density(
     return tf.math.log(tf.reduce_sum(probabilities * one_hot[:, None, :], axis=-1))  # [B, S]
 
 
+@check_shapes(
+    "mixture.means: [B, S, Q]",
+    "mixture.variances: [B, S, Q]",
+    "mixture.log_weights: [B, S]",
+    "return: [B]",
+)
 def mixture_log_density(
     likelihood: gpflow.likelihoods.Likelihood, mixture: GaussianMixture, y_true: tf.Tensor
 ) -> tf.Tensor:
@@ -231,6 +254,10 @@ class AVDGPLoss(tf_keras.losses.Loss):
         self.likelihood = likelihood
         self.adopts_model_likelihood = False
 
+    @check_shapes(
+        "y_pred: [B, S, width]",
+        "return: [B]",
+    )
     def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
         """:returns: per-datapoint loss ``[B]``."""
         mixture = GaussianMixture.unpack(y_pred)

@@ -37,6 +37,7 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 import tensorflow as tf
+from check_shapes import check_shapes
 
 from .core.mixture import GaussianMixture
 from .core.random import stateless_seed, stateless_standard_normal
@@ -69,6 +70,16 @@ class Propagated(NamedTuple):
     log_weights: tf.Tensor  #: ``[B, S]``
 
 
+@check_shapes(
+    "mixture.means: [B, S_in, D]",
+    "mixture.variances: [B, S_in, D]",
+    "mixture.log_weights: [B, S_in]",
+    "sigma_points: [S, D]",
+    "log_weights: [S]",
+    "return.locations: [B, S, D]",
+    "return.amortization_input: [B, points..., D]",
+    "return.log_weights: [B, S]",
+)
 def propagate(
     mixture: GaussianMixture,
     rule: PropagationRule,

@@ -22,10 +22,18 @@ from dataclasses import dataclass
 
 import numpy as np
 import tensorflow as tf
+from check_shapes import check_shapes
 
 __all__ = ["GaussianMixture", "mixture_moments", "to_mixture", "mixture_width_to_dim"]
 
 
+@check_shapes(
+    "weights: [batch..., S]",
+    "means: [batch..., S, D]",
+    "variances: [batch..., S, D]",
+    "return[0]: [batch..., D]",
+    "return[1]: [batch..., D]",
+)
 def mixture_moments(
     weights: tf.Tensor, means: tf.Tensor, variances: tf.Tensor
 ) -> tuple[tf.Tensor, tf.Tensor]:

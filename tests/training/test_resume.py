@@ -367,9 +367,11 @@ def test_cli_fit_save_resumes_a_killed_run(tmp_path, rng):
 
     uninterrupted = start(tmp_path / "full")
     killed = start(tmp_path / "run")
-    backup_of_epoch_2 = tmp_path / "run" / "backup" / "chief" / "ckpt-2.index"
+    backup_state = tmp_path / "run" / "backup" / "chief" / "checkpoint"
     deadline = time.monotonic() + 300
-    while not backup_of_epoch_2.exists():  # written at the end of epoch 2
+    # the end of epoch 2: TF writes ckpt-2's files, then names it in the state file (killing
+    # between the two resumes from epoch 1, as a loaded machine showed)
+    while not (backup_state.exists() and 'ckpt-2"' in backup_state.read_text()):
         assert killed.poll() is None, killed.stderr.read()
         assert time.monotonic() < deadline, "the run never finished its second epoch"
         time.sleep(0.05)
