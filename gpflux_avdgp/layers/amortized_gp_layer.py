@@ -110,6 +110,28 @@ class AmortizedGPLayer(MixtureLayer):
     :param seed: seed for initialisers and Monte Carlo draws.
     """
 
+    num_inducing: int
+    """``M``, inducing points per datapoint."""
+
+    num_data: Optional[int]
+    """``N``, the training set size the KL term is scaled by (``"paper"`` convention)."""
+
+    kl_convention: KLConvention
+    """How the layer's KL term enters the loss."""
+
+    inference_kind: InferenceKind
+    """Which inference function maps the amortization input to ``Z`` and ``q(u)``."""
+
+    inference: AffineInference | MLPInference
+    """The inference function (a Keras layer); built by :meth:`build`."""
+
+    kernel: gpflow.kernels.Kernel
+    """The layer's kernel; created by :meth:`build` (a name becomes a kernel of the input
+    width, in the layer's float type)."""
+
+    mean_function: gpflow.mean_functions.MeanFunction
+    """The layer's mean function; created by :meth:`build`."""
+
     def __init__(
         self,
         units: int,

@@ -8,6 +8,7 @@ is added to the Keras loss.
 
 from __future__ import annotations
 
+import abc
 from typing import Optional
 
 import gpflow
@@ -106,7 +107,7 @@ def add_draw_counter(layer: tf_keras.layers.Layer) -> tf.Variable:
     )
 
 
-class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer):
+class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer, metaclass=abc.ABCMeta):
     """A GP layer whose input and output are packed mixtures (see :mod:`gpflux_avdgp.core.mixture`).
 
     Subclasses implement :meth:`_components`, mapping the propagated locations to the
@@ -134,6 +135,43 @@ class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer):
 
     #: Reads a packed mixture (see :func:`check_mixture_readers`).
     reads_mixture: bool = True
+
+    units: int
+    """``Q``, the output dimension."""
+
+    rule: PropagationRule
+    """The amortization rule the layer propagates its input mixture with."""
+
+    num_points: Optional[int]
+    """``S`` as given (``None``: the default, 32); see the parameter."""
+
+    num_train_samples: Optional[int]
+    """AR1/AR2's training samples as given (``None``: the default); see the parameter."""
+
+    seed: Optional[int]
+    """Seed of the initialisers (and of the draws, unless ``noise_seed`` is given)."""
+
+    noise_seed: int
+    """Key of the stateless Monte Carlo draws of AR1/AR2."""
+
+    input_dim: int
+    """``D``, the input width; set by :meth:`build`."""
+
+    input_components: Optional[int]
+    """The input mixture's components ``S_in`` (``None`` for a deterministic ``[B, D]``
+    input; ``1`` when this layer expands the mixture); set by :meth:`build`."""
+
+    sigma_points: Optional[tf.Variable]
+    """AR2P's sigma points ``xi`` ``[S, D]``, applied to the input mixture; created by
+    :meth:`build` (``None`` for the sampled rules and for a deterministic input)."""
+
+    weight_logits: Optional[tf.Variable]
+    """Logits of the model's sigma-point weights ``omega`` ``[S]``; created by the
+    :meth:`build` of the layer that expands a one-component mixture under AR2P, else ``None``."""
+
+    draw_counter: Optional[tf.Variable]
+    """AR1/AR2's count of training draws (int64, saved with the model, keys the draws);
+    created by :meth:`build` for a mixture input, else ``None``."""
 
     def __init__(
         self,
@@ -278,11 +316,11 @@ class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer):
         return tf.stack([tf.constant(self.noise_seed, tf.int64), step])
 
     # ---------------------------------------------------------------- call
+    @abc.abstractmethod
     def _components(
         self, propagated: Propagated, training: bool
     ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """Return ``(means [B, S, Q], variances [B, S, Q], loss_term [])``."""
-        raise NotImplementedError
 
     def call(self, inputs: tf.Tensor, training: Optional[bool] = None) -> tf.Tensor:
         """Evaluate the layer on a packed mixture (or a deterministic ``[B, D]`` input).

@@ -111,3 +111,11 @@ def test_a_gpflux_layer_on_features_builds_as_before():
     gp_layer = _gp_layer(2, 1.0)
     out = gp_layer(tf.zeros([4, 2], tf.float64))
     assert tf.convert_to_tensor(out).shape == (4, 1) and gp_layer.built
+
+
+def test_the_mixture_layer_base_is_abstract():
+    """A subclass must say how it maps the propagated locations to its outputs."""
+    from gpflux_avdgp.layers import MixtureLayer
+
+    with pytest.raises(TypeError, match="abstract method _components"):
+        MixtureLayer(1)
