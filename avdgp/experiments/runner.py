@@ -8,7 +8,6 @@ with :mod:`avdgp.metrics`, in standardised units (the paper's) and in original u
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import time
 from pathlib import Path
@@ -16,34 +15,27 @@ from typing import Optional, TextIO
 
 import numpy as np
 import tensorflow as tf
-from gpflow.keras import tf_keras
 
 from gpflux_avdgp.callbacks import ValidationNLL
 from gpflux_avdgp.objectives import is_categorical
 from gpflux_avdgp.prediction import PredictiveMixture, predict_mixture
-from gpflux_avdgp.validation import check_choice
 
 from .. import metrics
 from ..data import Split, Standardizer
-from ..training.config import TrainConfig, float_type
-from ..training.distribute import barrier, is_chief, worker_save_dir
+from ..training.config import TrainConfig
 from ..training.fit import best_epoch_callbacks, fit_model
-from ..training.progress import EpochProgress
 from ..training.record import DataColumns, RunRecord
 from ..training.rundir import (
     array_data,
-    locks_save_dir,
-    prepare_run_dir,
-    remove_if_empty,
-    save_run,
 )
-from .zoo import BuiltModel, ModelSpec, Task, build_model
+from .skeleton import Scored, Trained, run_on
+from .zoo import BuiltModel, ModelSpec, Task
 
 __all__ = [
+    "SplitData",
     "class_probabilities",
     "classification_scores",
     "run",
-    "run_record",
     "score_prediction",
     "standardise_split",
 ]
@@ -118,7 +110,73 @@ def _timed_prediction(built: BuiltModel, inputs: np.ndarray, batch_size: int):
     return prediction, time.perf_counter() - start
 
 
-@locks_save_dir
+class SplitData:
+    """A run's data as arrays in memory: a standardised :class:`~avdgp.data.Split`.
+
+    :param test_curve: also score the test NLL after every epoch (time-to-accuracy plots).
+    """
+
+    streamed_shards = None
+
+    def __init__(self, split: Split, *, test_curve: bool = False):
+        self.split, self.test_curve = split, test_curve
+        self.sizes = (
+            len(split.x_train),
+            len(split.x_val),
+            len(split.x_test),
+            split.x_train.shape[1],
+        )
+
+    def identity(self) -> dict:
+        return array_data(self.split.x_train, self.split.y_train)
+
+    def init_inputs(self, config: TrainConfig) -> np.ndarray:
+        return self.split.x_train
+
+    def train(self, built, config, *, progress, backup_dir, strategy) -> Trained:
+        split = self.split
+        selection = best_epoch_callbacks(built, split, config)
+        test_scorer = None
+        if self.test_curve:
+            test_scorer = ValidationNLL(
+                split.x_test, split.y_test, likelihood=built.likelihood, name="test_nll"
+            )
+        fit_model(
+            built,
+            split.x_train,
+            split.y_train,
+            config,
+            progress=progress,
+            callbacks=selection if test_scorer is None else (test_scorer, *selection),
+            backup_dir=backup_dir,
+            strategy=strategy,
+        )
+        trained = Trained(
+            stopped_epoch=len(progress.seconds) + int(progress.first_epoch or 0),
+            test_nll_curve=None if test_scorer is None else _curve(test_scorer),
+        )
+        if selection:
+            scorer, stopper = selection
+            trained = trained._replace(
+                best_epoch=int(stopper.best_epoch) + 1, val_nll_curve=_curve(scorer)
+            )
+        return trained
+
+    def score(self, built, task, standardizer, config, predict_batch_size) -> Scored:
+        """The test set's scores and seconds (after a warm-up batch), and the validation
+        set's scores."""
+        split = self.split
+        prediction, seconds = _timed_prediction(built, split.x_test, predict_batch_size)
+        test, test_original = score_prediction(prediction, split.y_test, task, standardizer)
+        val = None
+        if len(split.x_val):
+            val_prediction = predict_mixture(
+                built.model, split.x_val, likelihood=built.likelihood, batch_size=1000
+            )
+            val, _ = score_prediction(val_prediction, split.y_val, task, standardizer)
+        return Scored(test, test_original, val, seconds)
+
+
 def run(
     spec: ModelSpec,
     split: Split,
@@ -151,168 +209,17 @@ def run(
     same arguments, and only the chief writes ``save_dir`` (the others check it, and save to
     a temporary folder that is removed).
     """
-    task = check_choice("task", spec.task, Task)
-    chief = strategy is None or is_chief(strategy)
-    backup_dir = None
-    made_save_dir = save_dir is not None and not Path(save_dir).exists()
-    if save_dir is not None:
-        backup_dir = prepare_run_dir(
-            Path(save_dir),
-            spec=spec,
-            config=config,
-            dataset=dataset,
-            data=array_data(split.x_train, split.y_train),
-            stream=stream,
-            write=chief,
-        )
-    tf_keras.backend.clear_session()
-    tf_keras.utils.set_random_seed(config.seed)
-    scope = contextlib.nullcontext() if strategy is None else strategy.scope()
-    with float_type(config.dtype):
-        with scope:
-            built = build_model(
-                spec, split.x_train.shape[1], len(split.x_train), inputs=split.x_train
-            )
-        progress = EpochProgress(spec.label, stream=stream)
-        selection = best_epoch_callbacks(built, split, config)
-        test_scorer = None
-        if test_curve:
-            test_scorer = ValidationNLL(
-                split.x_test, split.y_test, likelihood=built.likelihood, name="test_nll"
-            )
-        fit_model(
-            built,
-            split.x_train,
-            split.y_train,
-            config,
-            progress=progress,
-            callbacks=selection if test_scorer is None else (test_scorer, *selection),
-            backup_dir=backup_dir,
-            strategy=strategy,
-        )
-        if strategy is not None:
-            barrier(strategy)  # every worker has finished writing its backup
-        if backup_dir is not None:
-            remove_if_empty(backup_dir)  # BackupAndRestore empties it once training finished
-            if not chief and made_save_dir:
-                remove_if_empty(Path(save_dir))  # made by BackupAndRestore on this machine
-        test, test_original, val, predict_seconds = _score_split(
-            built, split, task, standardizer, predict_batch_size
-        )
-        best_epoch, val_curve = None, None
-        stopped_epoch = len(progress.seconds) + int(progress.first_epoch or 0)
-        if selection:
-            scorer, stopper = selection
-            best_epoch = int(stopper.best_epoch) + 1
-            val_curve = _curve(scorer)
-        record = run_record(
-            spec,
-            built,
-            config,
-            progress,
-            dataset=dataset,
-            sizes=(len(split.x_train), len(split.x_val), len(split.x_test), split.x_train.shape[1]),
-            test=test,
-            test_original_units=test_original,
-            val=val,
-            predict_seconds=predict_seconds,
-            best_epoch=best_epoch,
-            stopped_epoch=stopped_epoch,
-            val_nll_curve=val_curve,
-            test_nll_curve=None if test_scorer is None else _curve(test_scorer),
-            replicas=1 if strategy is None else int(strategy.num_replicas_in_sync),
-        )
-        if save_dir is not None:
-            with worker_save_dir(Path(save_dir), strategy) as directory:
-                save_run(built, record, standardizer, directory, data_columns=data_columns)
-    return record
-
-
-def _score_split(
-    built: BuiltModel,
-    split: Split,
-    task: Task,
-    standardizer: Optional[Standardizer],
-    predict_batch_size: int,
-) -> tuple[dict, Optional[dict], Optional[dict], float]:
-    """``(test scores, test scores in original units, validation scores, predict seconds)``;
-    the seconds are the test set's, after a warm-up batch."""
-    prediction, predict_seconds = _timed_prediction(built, split.x_test, predict_batch_size)
-    test, test_original = score_prediction(prediction, split.y_test, task, standardizer)
-    val = None
-    if len(split.x_val):
-        val_prediction = predict_mixture(
-            built.model, split.x_val, likelihood=built.likelihood, batch_size=1000
-        )
-        val, _ = score_prediction(val_prediction, split.y_val, task, standardizer)
-    return test, test_original, val, predict_seconds
-
-
-def run_record(
-    spec: ModelSpec,
-    built: BuiltModel,
-    config: TrainConfig,
-    progress: EpochProgress,
-    *,
-    dataset: str,
-    sizes: tuple[int, int, int, int],
-    test: dict,
-    test_original_units: Optional[dict],
-    val: Optional[dict],
-    predict_seconds: float,
-    stopped_epoch: int,
-    best_epoch: Optional[int] = None,
-    val_nll_curve: Optional[list] = None,
-    test_nll_curve: Optional[list] = None,
-    replicas: int = 1,
-    streamed_shards: Optional[dict] = None,
-) -> RunRecord:
-    """The :class:`~avdgp.training.record.RunRecord` of a finished run, for arrays and
-    streamed shards alike.
-
-    :param sizes: ``(n_train, n_val, n_test, input width D)``.
-    """
-    n_train, n_val, n_test, dim = (int(size) for size in sizes)
-    steady = progress.seconds[1:] or progress.seconds
-    return RunRecord(
-        model=spec.kind.value,
-        label=spec.label,
-        rule=spec.rule if spec.kind.value == "avdgp" else None,
-        task=Task(spec.task).value,
+    return run_on(
+        SplitData(split, test_curve=test_curve),
+        spec,
+        config,
         dataset=dataset,
-        n_train=n_train,
-        n_val=n_val,
-        n_test=n_test,
-        dim=dim,
-        test=test,
-        test_original_units=test_original_units,
-        val=val,
-        train_seconds_per_epoch=float(np.mean(steady)),
-        first_epoch_seconds=float(progress.seconds[0]),
-        predict_seconds=float(predict_seconds),
-        final_train_loss=float(progress.losses[-1]),
-        resumed_from_epoch=int(progress.first_epoch or 0),
-        epoch_seconds=[round(seconds, 4) for seconds in progress.seconds],
-        best_epoch=best_epoch,
-        stopped_epoch=int(stopped_epoch),
-        val_nll_curve=val_nll_curve,
-        test_nll_curve=test_nll_curve,
-        replicas=int(replicas),
-        epochs=config.epochs,
-        batch_size=config.batch_size,
-        learning_rate=config.learning_rate,
-        dtype=config.dtype,
-        seed=config.seed,
-        steps_per_execution=config.steps_per_execution,
-        schedule=config.schedule,
-        restore_best=config.restore_best,
-        patience=config.patience,
-        layers=spec.resolved_layers(),
-        dims=spec.resolved_dims(),
-        num_inducing=spec.resolved_inducing(),
-        num_points=spec.num_points,
-        num_parameters=int(sum(int(np.prod(v.shape)) for v in built.model.trainable_variables)),
-        streamed_shards=streamed_shards,
+        standardizer=standardizer,
+        stream=stream,
+        save_dir=save_dir,
+        predict_batch_size=predict_batch_size,
+        strategy=strategy,
+        data_columns=data_columns,
     )
 
 

@@ -4,10 +4,10 @@ The counterpart of :func:`~avdgp.experiments.runner.run` for data larger than me
 (``avdgp fit 'shards/*.csv.gz'``): the training shards are scanned once for their row count and
 standardiser (:func:`~avdgp.data.scan_csv_shards`), then streamed every epoch
 (:func:`~avdgp.data.csv_shard_dataset`); the test shards are streamed in chunks,
-each chunk predicted and scored, and the chunk scores merged. The result is the same
-:class:`~avdgp.training.record.RunRecord` as ``run``'s, built by the same
-:func:`~avdgp.experiments.runner.run_record` (no validation set: ``n_val`` 0, ``val``
-``None``; ``streamed_shards`` set).
+each chunk predicted and scored, and the chunk scores merged. :class:`ShardData` is that data
+source; the run itself is the one skeleton :func:`~avdgp.experiments.skeleton.run_on`, so the
+result is the same :class:`~avdgp.training.record.RunRecord` as ``run``'s (no validation set:
+``n_val`` 0, ``val`` ``None``; ``streamed_shards`` set).
 """
 
 from __future__ import annotations
@@ -25,15 +25,15 @@ from gpflux_avdgp.prediction import predict_mixture
 from gpflux_avdgp.validation import check_choice, check_positive_int
 
 from ..data import DataError, ShardStatistics, Standardizer, csv_shard_dataset, scan_csv_shards
-from ..training.config import TrainConfig, float_type
+from ..training.config import TrainConfig
 from ..training.fit import fit_model_on_dataset
-from ..training.progress import EpochProgress
 from ..training.record import DataColumns, RunRecord
-from ..training.rundir import locks_save_dir, prepare_run_dir, save_run, shard_data
-from .runner import class_probabilities, classification_scores, run_record, score_prediction
-from .zoo import BuiltModel, ModelSpec, Task, build_model
+from ..training.rundir import shard_data
+from .runner import class_probabilities, classification_scores, score_prediction
+from .skeleton import Scored, Trained, run_on
+from .zoo import BuiltModel, ModelSpec, Task
 
-__all__ = ["check_test_shards", "run_streaming", "score_streamed"]
+__all__ = ["ShardData", "check_test_shards", "run_streaming", "score_streamed"]
 
 #: Rows of training data used to initialise global inducing points (svgp, dsdgp, dspp).
 INIT_ROWS = 4096
@@ -188,7 +188,92 @@ def _init_rows(
     return x.numpy()
 
 
-@locks_save_dir
+class ShardData:
+    """A run's data as CSV shards streamed from disk (see :func:`run_streaming`)."""
+
+    def __init__(
+        self,
+        train: ShardStatistics,
+        test: ShardStatistics,
+        *,
+        standardizer: Optional[Standardizer],
+        classes: Optional[tuple[float, float]],
+        save_dir: Optional[Path],
+        shuffle_buffer: int,
+        num_parallel_reads: int,
+        test_chunk_rows: int,
+    ):
+        self.train_shards, self.test_shards = train, test
+        self.standardizer, self.classes, self.save_dir = standardizer, classes, save_dir
+        self.shuffle_buffer, self.num_parallel_reads = shuffle_buffer, num_parallel_reads
+        self.test_chunk_rows = test_chunk_rows
+        self.sizes = (train.num_rows, 0, test.num_rows, train.num_features)
+        self.streamed_shards = {"train": len(train.shards), "test": len(test.shards)}
+
+    def identity(self) -> dict:
+        return shard_data(self.train_shards)
+
+    def init_inputs(self, config: TrainConfig) -> np.ndarray:
+        return _init_rows(self.train_shards, self.standardizer, config)
+
+    def train(self, built, config, *, progress, backup_dir, strategy) -> Trained:
+        """Stream the training shards every epoch; a shard changed or broken meanwhile ends
+        the run with a :class:`DataError` naming it."""
+        if strategy is not None:
+            raise ValueError("strategy: streamed CSV shards train on one device")
+
+        def training_data(step_counter: tf.Variable) -> tf.data.Dataset:
+            return csv_shard_dataset(
+                self.train_shards,
+                batch_size=config.batch_size,
+                standardizer=self.standardizer,
+                classes=self.classes,
+                shuffle_buffer=self.shuffle_buffer,
+                seed=config.seed,
+                dtype=config.dtype,
+                num_parallel_reads=self.num_parallel_reads,
+                step_counter=step_counter,
+            )
+
+        watch = ShardWatch(self.train_shards, self.save_dir)
+        try:
+            fit_model_on_dataset(
+                built,
+                training_data,
+                config,
+                progress=progress,
+                callbacks=(watch,),
+                backup_dir=backup_dir,
+            )
+        except tf.errors.OpError as error:  # e.g. DecodeCSV on a shard rewritten meanwhile
+            failure = _shard_failure(error, watch, f"in epoch {progress.epoch + 1}")
+            if failure is None:
+                raise
+            raise failure from None
+        return Trained(stopped_epoch=config.epochs)  # no validation split: no early stopping
+
+    def score(self, built, task, standardizer, config, predict_batch_size) -> Scored:
+        """Stream the test shards in chunks (:func:`score_streamed`); no validation split."""
+        try:
+            test_scores, test_original, seconds = score_streamed(
+                built,
+                self.test_shards,
+                task,
+                standardizer,
+                classes=self.classes,
+                dtype=config.dtype,
+                chunk_rows=self.test_chunk_rows,
+                predict_batch_size=predict_batch_size,
+            )
+        except tf.errors.OpError as error:
+            watch = ShardWatch(self.test_shards, None)
+            failure = _shard_failure(error, watch, "while scoring the test set")
+            if failure is None:
+                raise
+            raise failure from None
+        return Scored(test_scores, test_original, None, seconds)
+
+
 def run_streaming(
     spec: ModelSpec,
     train: ShardStatistics,
@@ -212,7 +297,7 @@ def run_streaming(
     (standardised by ``standardizer``, shard order and a ``shuffle_buffer``-line buffer
     shuffled by ``config.seed`` and the epoch read from the optimizer's step counter, so a run
     interrupted under ``save_dir`` resumes exactly). The model's ``num_data`` is
-    ``train.num_rows``.
+    ``train.num_rows``. The rest is :func:`~avdgp.experiments.runner.run_on`'s skeleton.
 
     :param train: the scan of the training shards.
     :param test: the scan of the test shards (same columns).
@@ -225,83 +310,24 @@ def run_streaming(
     if (task is Task.CLASSIFICATION) != (classes is not None):
         raise ValueError("classes: expected the two labels for classification, None otherwise")
     check_test_shards(train, test)
-    backup_dir = None
-    if save_dir is not None:
-        backup_dir = prepare_run_dir(
-            Path(save_dir),
-            spec=spec,
-            config=config,
-            dataset=dataset,
-            data=shard_data(train),
-            stream=stream,
-        )
-    tf_keras.backend.clear_session()
-    tf_keras.utils.set_random_seed(config.seed)
-    with float_type(config.dtype):
-        inputs = _init_rows(train, standardizer, config)
-        built = build_model(spec, train.num_features, train.num_rows, inputs=inputs)
-        progress = EpochProgress(spec.label, stream=stream)
-
-        def training_data(step_counter: tf.Variable) -> tf.data.Dataset:
-            return csv_shard_dataset(
-                train,
-                batch_size=config.batch_size,
-                standardizer=standardizer,
-                classes=classes,
-                shuffle_buffer=shuffle_buffer,
-                seed=config.seed,
-                dtype=config.dtype,
-                num_parallel_reads=num_parallel_reads,
-                step_counter=step_counter,
-            )
-
-        watch = ShardWatch(train, save_dir)
-        try:
-            fit_model_on_dataset(
-                built,
-                training_data,
-                config,
-                progress=progress,
-                callbacks=(watch,),
-                backup_dir=backup_dir,
-            )
-        except tf.errors.OpError as error:  # e.g. DecodeCSV on a shard rewritten meanwhile
-            failure = _shard_failure(error, watch, f"in epoch {progress.epoch + 1}")
-            if failure is None:
-                raise
-            raise failure from None
-        if backup_dir is not None and backup_dir.is_dir() and not any(backup_dir.iterdir()):
-            backup_dir.rmdir()  # BackupAndRestore empties it once training has finished
-        try:
-            test_scores, test_original, predict_seconds = score_streamed(
-                built,
-                test,
-                task,
-                standardizer,
-                classes=classes,
-                dtype=config.dtype,
-                chunk_rows=test_chunk_rows,
-                predict_batch_size=predict_batch_size,
-            )
-        except tf.errors.OpError as error:
-            failure = _shard_failure(error, ShardWatch(test, None), "while scoring the test set")
-            if failure is None:
-                raise
-            raise failure from None
-        record = run_record(
-            spec,
-            built,
-            config,
-            progress,
-            dataset=dataset,
-            sizes=(train.num_rows, 0, test.num_rows, train.num_features),
-            test=test_scores,
-            test_original_units=test_original,
-            val=None,
-            predict_seconds=predict_seconds,
-            stopped_epoch=config.epochs,  # no validation split: no early stopping
-            streamed_shards={"train": len(train.shards), "test": len(test.shards)},
-        )
-        if save_dir is not None:
-            save_run(built, record, standardizer, Path(save_dir), data_columns=data_columns)
-    return record
+    data = ShardData(
+        train,
+        test,
+        standardizer=standardizer,
+        classes=classes,
+        save_dir=save_dir,
+        shuffle_buffer=shuffle_buffer,
+        num_parallel_reads=num_parallel_reads,
+        test_chunk_rows=test_chunk_rows,
+    )
+    return run_on(
+        data,
+        spec,
+        config,
+        dataset=dataset,
+        standardizer=standardizer,
+        stream=stream,
+        save_dir=save_dir,
+        predict_batch_size=predict_batch_size,
+        data_columns=data_columns,
+    )
