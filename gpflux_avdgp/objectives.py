@@ -254,13 +254,18 @@ class AVDGPLoss(tf_keras.losses.Loss):
         self.likelihood = likelihood
         self.adopts_model_likelihood = False
 
+    def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
+        """:returns: per-datapoint loss ``[B]`` of the packed mixture ``y_pred``
+        ``[B, S, 2 Q + 1]`` (one-line errors for a ``y_pred`` of another rank, see
+        :meth:`GaussianMixture.unpack`, and for targets of the wrong shape)."""
+        return self._negative_data_term(GaussianMixture.unpack(y_pred), y_true)
+
     @check_shapes(
-        "y_pred: [B, S, width]",
+        "mixture.means: [B, S, Q]",
+        "mixture.log_weights: [B, S]",
         "return: [B]",
     )
-    def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
-        """:returns: per-datapoint loss ``[B]``."""
-        mixture = GaussianMixture.unpack(y_pred)
+    def _negative_data_term(self, mixture: GaussianMixture, y_true: tf.Tensor) -> tf.Tensor:
         if self.objective is Objective.PREDICTIVE:
             return -mixture_log_density(self.likelihood, mixture, y_true)
         expectations = component_variational_expectations(self.likelihood, mixture, y_true)
