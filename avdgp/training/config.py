@@ -100,7 +100,7 @@ class TrainConfig:
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule: expected one of {list(SCHEDULES)}, got {self.schedule!r}")
         if not isinstance(self.restore_best, bool):
-            raise ValueError(f"restore_best: expected a bool, got {self.restore_best!r}")
+            raise TypeError(f"restore_best: expected a bool, got {self.restore_best!r}")
         if self.patience is not None:
             check_positive_int("patience", self.patience)
             if not self.restore_best:

@@ -78,21 +78,31 @@ def test_cosine_schedule_spans_all_epochs():
 
 
 @pytest.mark.parametrize(
-    "options, message",
+    "options, message, error",
     [
-        ({"schedule": "step"}, "schedule: expected one of"),
+        ({"schedule": "step"}, "schedule: expected one of", ValueError),
         (
             {"final_learning_fraction": 1.5},
             r"final_learning_fraction: expected a number in \[0, 1\]",
+            ValueError,
         ),
-        ({"restore_best": "yes"}, "restore_best: expected a bool"),
-        ({"restore_best": True, "patience": 0}, "patience: expected an integer >= 1, got 0"),
-        ({"patience": 5, "restore_best": False}, "patience: stopping early needs restore_best"),
+        ({"restore_best": "yes"}, "restore_best: expected a bool", TypeError),
+        (
+            {"restore_best": True, "patience": 0},
+            "patience: expected an integer >= 1, got 0",
+            ValueError,
+        ),
+        (
+            {"patience": 5, "restore_best": False},
+            "patience: stopping early needs restore_best",
+            ValueError,
+        ),
     ],
 )
-def test_train_config_rejects_bad_options(options, message):
-    with pytest.raises(ValueError, match=message):
+def test_train_config_rejects_bad_options(options, message, error):
+    with pytest.raises(error, match=message) as caught:
         training.TrainConfig(**options)
+    assert type(caught.value) is error
 
 
 def test_fit_model_follows_the_schedule(rng):
