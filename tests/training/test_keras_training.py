@@ -141,6 +141,8 @@ def test_hand_assembled_sequential_trains(rng, rule):
                 NUM_DATA,
                 rule=layer_rule(rule),
                 num_points=NUM_POINTS,
+                # AR1/AR2 train with num_train_samples (AR1's default: one); here S for both
+                num_train_samples=None if layer_rule(rule) == "ar2p" else NUM_POINTS,
                 name="middle",
             ),
             AmortizedGPLayer(1, NUM_INDUCING, NUM_DATA, rule=layer_rule(rule), name="top"),
