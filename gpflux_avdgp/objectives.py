@@ -255,9 +255,11 @@ class AVDGPLoss(tf_keras.losses.Loss):
         self.adopts_model_likelihood = False
 
     def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
-        """:returns: per-datapoint loss ``[B]`` of the packed mixture ``y_pred``
-        ``[B, S, 2 Q + 1]`` (one-line errors for a ``y_pred`` of another rank, see
-        :meth:`GaussianMixture.unpack`, and for targets of the wrong shape)."""
+        """The per-datapoint loss of the packed mixture ``y_pred`` ``[B, S, 2 Q + 1]``, with
+        one-line errors for a ``y_pred`` of another rank and for targets of the wrong shape.
+
+        :returns: ``[B]``.
+        """
         return self._negative_data_term(GaussianMixture.unpack(y_pred), y_true)
 
     @check_shapes(
