@@ -120,8 +120,9 @@ def run_on(
     scope = contextlib.nullcontext() if strategy is None else strategy.scope()
     with float_type(config.dtype):
         inputs = data.init_inputs(config)
+        num_train, _, _, width = data.sizes
         with scope:
-            built = build_model(spec, data.sizes[3], data.sizes[0], inputs=inputs)
+            built = build_model(spec, width, num_train, inputs=inputs)
         progress = EpochProgress(spec.label, stream=stream)
         trained = data.train(
             built, config, progress=progress, backup_dir=backup_dir, strategy=strategy

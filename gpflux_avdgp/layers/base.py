@@ -81,16 +81,22 @@ def check_mixture_readers(layer: tf_keras.layers.Layer) -> None:
 
 
 def translate_legacy_points(config: dict) -> dict:
-    """A layer config of version 0.1 files (``num_points`` for the training components,
-    ``num_predict_points`` for AR1/AR2's prediction samples) in today's words
-    (``num_points`` for ``S``, ``num_train_samples`` for training)."""
+    """A layer config of version 0.1 files in today's words, with the same components.
+
+    0.1 trained with ``num_points`` components (default 1 for AR1, 32 otherwise) and predicted
+    AR1/AR2 with ``num_predict_points`` (default 32 for AR1, the training count for AR2); today
+    ``num_points`` is ``S`` and ``num_train_samples`` AR1/AR2's training samples.
+    """
     if "num_predict_points" not in config:
         return config
     config = dict(config)
-    predict_points = config.pop("num_predict_points")
-    if str(config.get("rule", "ar2p")).lower() != "ar2p":
-        config["num_train_samples"] = config.get("num_points")
-        config["num_points"] = predict_points
+    train, predict = config.get("num_points"), config.pop("num_predict_points")
+    rule = str(config.get("rule", "ar2p")).lower()
+    if rule == "ar1":
+        config["num_points"], config["num_train_samples"] = predict, train
+    elif rule == "ar2":
+        train = train or (DEFAULT_NUM_POINTS if predict is not None else None)
+        config["num_points"], config["num_train_samples"] = predict or train, train
     return config
 
 

@@ -296,6 +296,21 @@ def test_a_loss_from_its_config_holds_a_copy_until_it_meets_the_models_likelihoo
     assert AVDGPLoss.from_config(legacy).likelihood.variance.numpy() == pytest.approx(0.3)
 
 
+def test_a_metric_from_its_config_adopts_the_models_likelihood_at_its_first_update():
+    """As the loss: a reloaded metric scores with the model's likelihood, not a stale copy."""
+    likelihood = gpflow.likelihoods.Gaussian(0.3)
+    metric = gpflux_avdgp.MixtureNLL.from_config(gpflux_avdgp.MixtureNLL(likelihood).get_config())
+    assert metric.adopts_model_likelihood and metric.likelihood is not likelihood
+    layer = TrainableLikelihood(likelihood)
+    packed = tf.constant([[[0.5, 0.2, 0.0]]], tf.float64)
+    likelihood.variance.assign(0.7)  # trained since the save: the copy still holds 0.3
+    metric.update_state(tf.constant([[0.4]], tf.float64), layer(packed))
+    assert metric.likelihood is likelihood and not metric.adopts_model_likelihood
+    expected = gpflux_avdgp.MixtureNLL(likelihood)
+    expected.update_state(tf.constant([[0.4]], tf.float64), packed)
+    np.testing.assert_allclose(metric.result().numpy(), expected.result().numpy(), rtol=1e-12)
+
+
 @pytest.mark.parametrize(
     "likelihood",
     [

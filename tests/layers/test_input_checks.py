@@ -119,3 +119,28 @@ def test_the_mixture_layer_base_is_abstract():
 
     with pytest.raises(TypeError, match="abstract method _components"):
         MixtureLayer(1)
+
+
+def _components_of_0_1(rule: str, num_points, num_predict_points) -> tuple[int, int]:
+    """(training, prediction) components of an expanding layer of version 0.1."""
+    if rule == "ar1":
+        return num_points or 1, num_predict_points or 32
+    train = num_points or 32
+    return train, (num_predict_points or train) if rule == "ar2" else train
+
+
+@pytest.mark.parametrize("rule", ["ar1", "ar2", "ar2p"])
+@pytest.mark.parametrize("num_points", [None, 3])
+@pytest.mark.parametrize("num_predict_points", [None, 5])
+def test_a_0_1_layer_config_keeps_its_components(rule, num_points, num_predict_points):
+    """Files of 0.1 say num_points for the training components and num_predict_points for
+    AR1/AR2's prediction; loaded today they train and predict with the same counts."""
+    if rule == "ar2p" and num_predict_points is not None:
+        num_predict_points = num_points or 32  # 0.1 required them equal under AR2P
+    config = {"units": 1, "rule": rule, "num_points": num_points}
+    config["num_predict_points"] = num_predict_points
+    layer = AmortizedGPLayer.from_config(
+        {**config, "num_inducing": 2, "num_data": 10, "name": f"gp_{rule}"}
+    )
+    expected = _components_of_0_1(rule, num_points, num_predict_points)
+    assert (layer._resolved_num_points(True), layer._resolved_num_points(False)) == expected
