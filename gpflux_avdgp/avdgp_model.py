@@ -185,13 +185,13 @@ class AVDGPModel(tf_keras.Sequential):
         return last.likelihood
 
     def check_layers(self) -> None:
-        """Refuse a layer that does not read a packed mixture right after one that writes it.
+        """Refuse a model whose :class:`~gpflux_avdgp.TrainableLikelihood` does not follow a GP
+        layer (every other pair of layers was checked by :meth:`add`, through which every layer
+        enters, also from ``__init__`` and a saved config).
 
-        :raises ValueError: naming the two layers and ``MixtureMean`` / ``MixtureSample``.
+        :raises ValueError: naming the layer before the likelihood.
         """
         layers = self.layers
-        for before, after in zip(layers, layers[1:]):
-            self._check_reader(before, after)
         if len(layers) > 1 and not isinstance(layers[-2], (MixtureLayer, TrainableLikelihood)):
             raise ValueError(
                 f"{self.name}: the TrainableLikelihood reads a packed mixture, but "
