@@ -174,6 +174,54 @@ def kl(kuu, q_mu, q_sqrt, *, whiten: bool) -> np.ndarray:
     return out
 
 
+def gram(kernel: KernelFn, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """``[len(left), len(right)]`` kernel matrix, entry by entry."""
+    out = np.zeros((len(left), len(right)))
+    for i in range(len(left)):
+        for j in range(len(right)):
+            out[i, j] = kernel(left[i], right[j])
+    return out
+
+
+def solve_gp_marginals(kernel: KernelFn, z_u, z_v, x, u_mean, u_cov, v_mean, v_cov):
+    """SOLVE-GP's ``q(f(x_n))`` (Shi, Titsias and Mnih 2020, unwhitened), ``[N]`` twice.
+
+    ``f = f_u + f_perp``; ``q(u) = N(u_mean, u_cov)`` with ``p(u) = N(0, Kuu)`` and
+    ``q(v) = N(v_mean, v_cov)`` with ``p(v) = N(0, Cvv)``, ``v = f_perp(Z_v)``:
+    ``mean = k_xu Kuu^-1 u_mean + c_xv Cvv^-1 v_mean`` and
+    ``var = k_xu Kuu^-1 u_cov Kuu^-1 k_ux + c_xx - c_xv Cvv^-1 c_vx
+    + c_xv Cvv^-1 v_cov Cvv^-1 c_vx``, with ``c(a, b) = k(a, b) - k_au Kuu^-1 k_ub``.
+    """
+    kuu_inv = np.linalg.inv(gram(kernel, z_u, z_u))
+    kuv = gram(kernel, z_u, z_v)
+    cvv_inv = np.linalg.inv(gram(kernel, z_v, z_v) - kuv.T @ kuu_inv @ kuv)
+    mean, var = np.zeros(len(x)), np.zeros(len(x))
+    for n in range(len(x)):
+        k_u = gram(kernel, z_u, x[n : n + 1])[:, 0]  # [M1]
+        c_v = gram(kernel, z_v, x[n : n + 1])[:, 0] - kuv.T @ kuu_inv @ k_u  # [M2]
+        c_xx = kernel(x[n], x[n]) - k_u @ kuu_inv @ k_u
+        alpha_u, alpha_v = kuu_inv @ k_u, cvv_inv @ c_v
+        mean[n] = alpha_u @ u_mean + alpha_v @ v_mean
+        var[n] = alpha_u @ u_cov @ alpha_u + c_xx - c_v @ alpha_v + alpha_v @ v_cov @ alpha_v
+    return mean, var
+
+
+def solve_gp_elbo(kernel: KernelFn, z_u, z_v, x, y, u_mean, u_cov, v_mean, v_cov, noise):
+    """SOLVE-GP's ELBO with a Gaussian likelihood of variance ``noise``: the expected log
+    likelihood of every ``y_n`` under :func:`solve_gp_marginals` minus both KL terms."""
+    mean, var = solve_gp_marginals(kernel, z_u, z_v, x, u_mean, u_cov, v_mean, v_cov)
+    expected = sum(
+        -0.5 * math.log(2.0 * math.pi * noise) - 0.5 * ((y[n] - mean[n]) ** 2 + var[n]) / noise
+        for n in range(len(x))
+    )
+    kuu = gram(kernel, z_u, z_u)
+    kuv = gram(kernel, z_u, z_v)
+    cvv = gram(kernel, z_v, z_v) - kuv.T @ np.linalg.inv(kuu) @ kuv
+    kl_u = gaussian_kl(u_mean, u_cov, np.zeros(len(z_u)), kuu)
+    kl_v = gaussian_kl(v_mean, v_cov, np.zeros(len(z_v)), cvv)
+    return expected - kl_u - kl_v
+
+
 # ------------------------------------------------------------------------------------ networks
 def softplus(x: float) -> float:
     return math.log1p(math.exp(-abs(x))) + max(x, 0.0)

@@ -12,12 +12,18 @@ avdgp    the paper's amortized deep GP (rules AR1 / AR2 / AR2P / AR2PP), affine 
 sgp-avi  one amortized layer with the paper's affine inference function, full-rank ``q(u)``.
 idsgp    one amortized layer with IDSGP's single-MLP inference function, M = 16, full-rank.
 svgp     GPflow's SVGP conditional (a GPflux ``GPLayer``), M = 256 global inducing points.
+solve-gp SOLVE-GP (:mod:`.solve_gp`): SVGP plus an orthogonal second set, M1 = M2 = 512
+         (the paper's), full-rank ``q(u)`` and ``q(v)``.
 dsdgp    doubly stochastic deep GP: GPflux ``GPLayer`` layers with 256/128/128 inducing points,
          learned linear mean functions on the intermediate layers, one sample per datapoint in
          training and S = 32 at test time (AR1 sampling between layers).
 dspp     deep sigma point process: the same GPflux layers with learned sigma points (AR2P)
          and the predictive objective.
 ======== ======================================================================================
+
+Under ``preset="paper"`` the deep baselines (DS-DGP, DSPP) use mean-field ``q(u)`` (a
+diagonal ``q_sqrt`` per output, as the paper's appendix states for deep models); shallow models
+are full-rank under both presets.
 """
 
 from __future__ import annotations
@@ -32,11 +38,14 @@ import numpy as np
 from gpflow.keras import tf_keras
 
 from gpflux_avdgp.layers import SigmaPointGPLayer, TrainableLikelihood
+from gpflux_avdgp.layers.gpflux_config import use_mean_field
 from gpflux_avdgp.models import build_avdgp
 from gpflux_avdgp.objectives import AVDGPLoss
 from gpflux_avdgp.presets import layer_options
 from gpflux_avdgp.rules import ModelRule
-from gpflux_avdgp.validation import check_choice, check_positive_int
+from gpflux_avdgp.validation import check_choice, check_nonnegative_int, check_positive_int
+
+from .solve_gp import PAPER_INDUCING, SolveGPLayer
 
 __all__ = [
     "BuiltModel",
@@ -56,6 +65,7 @@ class ModelKind(str, enum.Enum):
     SGP_AVI = "sgp-avi"
     IDSGP = "idsgp"
     SVGP = "svgp"
+    SOLVE_GP = "solve-gp"
     DSDGP = "dsdgp"
     DSPP = "dspp"
 
@@ -69,7 +79,7 @@ class Task(str, enum.Enum):
 
 
 RULES = tuple(rule.value for rule in ModelRule)
-SHALLOW = (ModelKind.SGP_AVI, ModelKind.IDSGP, ModelKind.SVGP)
+SHALLOW = (ModelKind.SGP_AVI, ModelKind.IDSGP, ModelKind.SVGP, ModelKind.SOLVE_GP)
 GLOBAL_INDUCING = (ModelKind.SVGP, ModelKind.DSDGP, ModelKind.DSPP)
 
 #: Paper defaults: inducing points of the first layer and of later layers, per family.
@@ -78,6 +88,7 @@ DEFAULT_INDUCING = {
     ModelKind.SGP_AVI: (16, 16),
     ModelKind.IDSGP: (16, 16),
     ModelKind.SVGP: (256, 256),
+    ModelKind.SOLVE_GP: PAPER_INDUCING,  # (M1, M2) of its one layer
     ModelKind.DSDGP: (256, 128),
     ModelKind.DSPP: (256, 128),
 }
@@ -114,7 +125,7 @@ class ModelSpec:
     :param hidden_dims: widths of the intermediate layers (``num_layers - 1`` of them);
         default ``16, 4`` for three layers, else 16 then 4s.
     :param num_inducing: inducing points per layer (one value for all, or one per layer);
-        default from :data:`DEFAULT_INDUCING`.
+        default from :data:`DEFAULT_INDUCING`. For ``solve-gp``: ``M1, M2`` (one value: both).
     :param num_points: ``S``, sigma points or test-time samples (paper: 32).
     :param seed: seeds initialisers, sigma points and Monte Carlo draws.
     :param preset: ``"default"`` or ``"paper"``: the layer options of
@@ -176,7 +187,17 @@ class ModelSpec:
         return hidden + [output_dim]
 
     def resolved_inducing(self) -> list[int]:
+        """Inducing points per layer (for ``solve-gp``: ``[M1, M2]`` of its one layer)."""
         layers = self.resolved_layers()
+        if self.kind is ModelKind.SOLVE_GP:
+            if self.num_inducing is None:
+                return list(PAPER_INDUCING)
+            values = list(self.num_inducing)
+            if len(values) not in (1, 2):
+                raise ValueError(f"num_inducing: expected M1 or M1,M2 for solve-gp, got {values}")
+            first = check_positive_int("num_inducing", values[0])
+            second = check_nonnegative_int("num_inducing", values[-1])  # M2 = 0: SVGP
+            return [first, second]
         if self.num_inducing is None:
             first, rest = DEFAULT_INDUCING[self.kind]
             return [first] + [rest] * (layers - 1)
@@ -280,6 +301,8 @@ def _global_inducing_layers(
             if layer_inputs is not None:
                 layer_inputs = layer_inputs @ projection
         gp_layer = _gpflux_layer(z_init, width, num_data, mean_function, f"gpflux_{index + 1}")
+        if spec.preset == "paper" and spec.kind is not ModelKind.SVGP:
+            use_mean_field(gp_layer)  # the paper's deep models: mean-field q(u)
         layers.append(
             SigmaPointGPLayer(
                 gp_layer,
@@ -291,6 +314,34 @@ def _global_inducing_layers(
         )
         in_dim = width
     return layers
+
+
+def _solve_gp_layer(
+    spec: ModelSpec,
+    input_dim: int,
+    num_data: int,
+    units: int,
+    sizes: list[int],
+    inputs: Optional[np.ndarray],
+) -> SolveGPLayer:
+    """SOLVE-GP with both sets started at distinct training inputs (random if too few); the
+    first set is the same whatever the size of the second."""
+    num_inducing, num_orthogonal = sizes
+    total = num_inducing + num_orthogonal
+    rng = np.random.default_rng(spec.seed)
+    if inputs is not None and len(inputs) >= total:
+        init = np.array(inputs[rng.permutation(len(inputs))[:total]], np.float64)
+    else:
+        init = rng.standard_normal((total, input_dim))
+    return SolveGPLayer(
+        units,
+        num_data=num_data,
+        num_inducing=num_inducing,
+        num_orthogonal=num_orthogonal,
+        inducing_inputs=init,
+        seed=spec.seed,
+        name="gp_layer_1",
+    )
 
 
 def build_model(
@@ -316,7 +367,16 @@ def build_model(
     inducing = spec.resolved_inducing()
     likelihood = _likelihood(task, dims[-1])
     name = spec.label.replace("-", "_")
-    if kind in GLOBAL_INDUCING:
+    if kind is ModelKind.SOLVE_GP:
+        model = tf_keras.Sequential(
+            [
+                tf_keras.Input((input_dim,), dtype=gpflow.default_float()),
+                _solve_gp_layer(spec, input_dim, num_data, dims[-1], inducing, inputs),
+                TrainableLikelihood(likelihood, name="likelihood"),
+            ],
+            name=name,
+        )
+    elif kind in GLOBAL_INDUCING:
         gp_layers = _global_inducing_layers(spec, input_dim, num_data, dims, inducing, inputs)
         model = tf_keras.Sequential(
             [tf_keras.Input((input_dim,), dtype=gpflow.default_float())]

@@ -21,7 +21,7 @@ from gpflow.utilities import parameter_dict
 from ..gpflow_config import gpflow_float
 from ..kernels import KERNELS, kernel_spec, make_kernel
 
-__all__ = ["gp_layer_from_config", "gp_layer_modules", "gp_layer_to_config"]
+__all__ = ["gp_layer_from_config", "gp_layer_modules", "gp_layer_to_config", "use_mean_field"]
 
 
 # ------------------------------------------------------------------------- GPLayer structure
@@ -30,6 +30,27 @@ _SEPARATE_KERNEL = "SeparateIndependent"
 _SHARED_INDUCING = "SharedIndependentInducingVariables"
 _SEPARATE_INDUCING = "SeparateIndependentInducingVariables"
 _MEAN_FUNCTIONS = ("Zero", "Identity", "Linear")
+
+
+def use_mean_field(gp_layer: gpflux.layers.GPLayer) -> gpflux.layers.GPLayer:
+    """Give ``gp_layer`` a mean-field ``q(u)``: ``q_sqrt`` becomes the standard deviations
+    ``[M, L]`` (positive, started at 1) instead of GPflux's full Cholesky factors
+    ``[L, M, M]``; GPflow's conditional and KL read both shapes. Returns the layer."""
+    num_inducing, num_latent = (int(d) for d in gp_layer.q_mu.shape)
+    replaced = gp_layer.q_sqrt
+    gp_layer.q_sqrt = gpflow.Parameter(
+        np.ones((num_inducing, num_latent)),
+        transform=gpflow.utilities.positive(),
+        dtype=gp_layer.q_mu.dtype,
+        name=f"{gp_layer.name}_q_sqrt" if gp_layer.name else "q_sqrt",
+    )  # [M, L]
+    # Keras keeps tracking the replaced Parameter and its variable; drop both, so the optimizer
+    # and the saved state hold only the new one.
+    for tracked in (gp_layer._trainable_weights, gp_layer._self_tracked_trackables):
+        for index in reversed(range(len(tracked))):
+            if tracked[index] is replaced or tracked[index] is replaced.unconstrained_variable:
+                del tracked[index]
+    return gp_layer
 
 
 def gp_layer_modules(gp_layer: gpflux.layers.GPLayer) -> list[tf.Module]:
@@ -128,7 +149,8 @@ def gp_layer_to_config(gp_layer: gpflux.layers.GPLayer, *, owner: Optional[str] 
     Supported: a ``SharedIndependent`` or ``SeparateIndependent`` kernel of the named
     stationary kernels in :data:`gpflux_avdgp.kernels.KERNELS` (isotropic or ARD), a
     ``SharedIndependentInducingVariables`` or ``SeparateIndependentInducingVariables`` of
-    ``InducingPoints``, and a ``Zero``, ``Identity`` or ``Linear`` mean function; parameters
+    ``InducingPoints``, and a ``Zero``, ``Identity`` or ``Linear`` mean function; a full-rank
+    or mean-field (:func:`use_mean_field`) ``q(u)``; parameters
     without priors and with GPflow's default transforms. Which parameters are not trainable
     is recorded. :func:`gp_layer_from_config` rebuilds the layer with placeholder values.
 
@@ -159,6 +181,7 @@ def gp_layer_to_config(gp_layer: gpflux.layers.GPLayer, *, owner: Optional[str] 
         },
         "mean_function": _describe_mean_function(gp_layer.mean_function, where),
         "whiten": bool(gp_layer.whiten),
+        "mean_field": gp_layer.q_sqrt.shape.rank == 2,
         "full_cov": bool(gp_layer.full_cov),
         "full_output_cov": bool(gp_layer.full_output_cov),
         "num_samples": None if gp_layer.num_samples is None else int(gp_layer.num_samples),
@@ -290,6 +313,8 @@ def _build_gp_layer(config: dict) -> gpflux.layers.GPLayer:
         name=config["name"],
         verbose=False,
     )
+    if config.get("mean_field", False):
+        use_mean_field(gp_layer)
     gp_layer.trainable = config["trainable"]
     parameters = _gp_layer_parameters(gp_layer)
     for index in config["non_trainable"]:

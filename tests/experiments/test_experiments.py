@@ -17,7 +17,7 @@ from avdgp._quiet_tensorflow import _is_noise
 from avdgp.data import Split, Standardizer, epoch_shuffled_batches
 from avdgp.experiments import bench, bench_results, bench_tables, demo, runner, zoo
 from avdgp.metrics import multiclass_metrics
-from gpflux_avdgp import AmortizedGPLayer, PredictiveMixture, SigmaPointGPLayer
+from gpflux_avdgp import AmortizedGPLayer, PredictiveMixture, SigmaPointGPLayer, load_model
 from gpflux_avdgp.inference import MLPInference
 from gpflux_avdgp.objectives import Objective
 from gpflux_avdgp.prediction import predict_mixture
@@ -140,6 +140,39 @@ def test_deep_global_inducing_baselines(model, rule, objective, rng):
     if model == "dsdgp":  # doubly stochastic: one sample in training, S at test time
         assert layers[1]._resolved_num_points(True) == 1
         assert layers[1]._resolved_num_points(False) == 6
+
+
+@pytest.mark.parametrize("model", ["dsdgp", "dspp", "svgp"])
+def test_paper_preset_gives_deep_baselines_mean_field_q(model, rng):
+    """The paper: "shallow GPs use full-rank variational approximations, while deep models use
+    mean-field": ``q_sqrt`` ``[M, L]`` under ``--preset paper`` (only the new one is trained),
+    ``[L, M, M]`` under the defaults and for the shallow SVGP."""
+    inputs = rng.standard_normal((60, 3))
+    for preset in ("default", "paper"):
+        spec = zoo.ModelSpec(model=model, num_inducing=[6], num_points=4, preset=preset)
+        built = zoo.build_model(spec, 3, 60, inputs=inputs)
+        mean_field = preset == "paper" and model != "svgp"
+        for layer in _gp_layers(built):
+            q_sqrt = layer.gp_layer.q_sqrt
+            assert q_sqrt.shape.rank == (2 if mean_field else 3)
+            owned = [v for v in layer.trainable_variables if "q_sqrt" in v.name]
+            assert len(owned) == 1 and owned[0] is q_sqrt.unconstrained_variable
+
+
+def test_mean_field_deep_baseline_saves_and_reloads(rng, tmp_path):
+    inputs = rng.standard_normal((60, 3))
+    spec = zoo.ModelSpec(model="dspp", num_inducing=[6], num_points=4, preset="paper")
+    built = zoo.build_model(spec, 3, 60, inputs=inputs)
+    built.model.compile(loss=built.loss)
+    built.model.fit(inputs, np.sin(inputs[:, :1]), epochs=1, batch_size=30, verbose=0)
+    path = tmp_path / "dspp.keras"
+    built.model.save(path)
+    reloaded = load_model(path)
+    gp_layers = [layer for layer in reloaded.layers if layer.name.startswith("gp_layer")]
+    assert [layer.gp_layer.q_sqrt.shape.rank for layer in gp_layers] == [2, 2, 2]
+    np.testing.assert_array_equal(
+        reloaded.predict(inputs[:5], verbose=0), built.model.predict(inputs[:5], verbose=0)
+    )
 
 
 def test_pca_projection_finds_the_principal_directions(rng):
