@@ -147,7 +147,11 @@ def _add_fit(commands) -> None:
     fit.add_argument("--rule", choices=RULE_CHOICES, default="ar2p", help="avdgp rule (ar2p)")
     fit.add_argument("--layers", type=_positive_int, default=3, help="GP layers (deep models)")
     fit.add_argument("--hidden-dims", type=_int_list, help="intermediate widths (16,4)")
-    fit.add_argument("--inducing", type=_int_list, help="inducing points per layer (8,4,4); solve-gp: M1,M2 (512,512)")
+    fit.add_argument(
+        "--inducing",
+        type=_int_list,
+        help="inducing points per layer (8,4,4); solve-gp: M1,M2 (512,512)",
+    )
     fit.add_argument("--points", type=_positive_int, default=32, help="S, sigma points (32)")
     fit.add_argument("--epochs", type=_positive_int, default=100)
     fit.add_argument("--batch-size", type=_positive_int, default=100)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import gpflow
 import numpy as np
 import pytest
+import reference
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-import reference
 from avdgp.experiments import zoo
 from avdgp.experiments.solve_gp import SolveGPLayer
 from gpflux_avdgp import load_model
