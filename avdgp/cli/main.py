@@ -1,5 +1,5 @@
-"""The ``avdgp`` command line: ``demo``, ``fit``, ``bench``, ``predict`` and ``export`` (also
-``python -m avdgp``).
+"""The ``avdgp`` command line: ``demo``, ``fit``, ``bench``, ``paper``, ``predict`` and
+``export`` (also ``python -m avdgp``).
 
 Bad input (missing file, malformed data, unknown option, impossible setting) ends with a
 one-line message on stderr and exit status 2, never a traceback. Set ``AVDGP_DEBUG=1`` to see
@@ -17,6 +17,7 @@ from .bench import bench_command
 from .demo import demo_command
 from .export import export_command
 from .fit import fit_command
+from .paper import paper_command
 from .parser import build_parser
 from .predict import predict_command
 
@@ -35,6 +36,7 @@ COMMANDS = {
     "demo": demo_command,
     "fit": fit_command,
     "bench": bench_command,
+    "paper": paper_command,
     "predict": predict_command,
     "export": export_command,
 }

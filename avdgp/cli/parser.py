@@ -83,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
-    for add_command in (_add_demo, _add_fit, _add_bench, _add_predict, _add_export):
+    for add_command in (_add_demo, _add_fit, _add_bench, _add_paper, _add_predict, _add_export):
         add_command(commands)
     return parser
 
@@ -205,6 +205,42 @@ def _add_bench(commands) -> None:
     bench.add_argument("--data-root", help="folder of UCI data sets (../shared/data/uci)")
     bench.add_argument("--out", default="avdgp-bench", help="output folder (avdgp-bench)")
     bench.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+PAPER_TABLES = ("table1", "table2", "table3", "table4", "table5", "inference-ablation")
+
+
+def _add_paper(commands) -> None:
+    paper = commands.add_parser(
+        "paper",
+        help="one of the paper's tables or its ablation figure, beside the paper's numbers",
+        description="Run what TABLE still misses (resumable: every finished run is a row "
+        "under --out) and write TABLE.md and TABLE.csv with the paper's numbers beside ours. "
+        "Tables 1, 3 and 5 share their UCI runs; Table 4 times short runs of its own; Table 2 "
+        "and the ablation run the toy problem.",
+    )
+    paper.add_argument("table", choices=PAPER_TABLES, metavar="TABLE", help=", ".join(PAPER_TABLES))
+    paper.add_argument(
+        "--budget",
+        default="reduced",
+        help="reduced (default): 3 seeds, the toy at the demo's size; full: the paper's 5 "
+        "seeds and toy size (hours to days on a CPU)",
+    )
+    paper.add_argument(
+        "--preset",
+        choices=("default", "paper"),
+        default="default",
+        help="'default': the package's settings (best validation epoch, patience 20); "
+        "'paper': the paper's (last epoch, mean-field q(u) for DS-DGP and DSPP)",
+    )
+    paper.add_argument("--seeds", type=_int_list, help="instead of the budget's (0,1,2)")
+    paper.add_argument("--datasets", help="comma-separated UCI names instead of the table's")
+    paper.add_argument("--data-root", help="folder of UCI data sets (../shared/data/uci)")
+    paper.add_argument("--out", default="avdgp-paper", help="output folder (avdgp-paper)")
+    paper.add_argument(
+        "--render-only", action="store_true", help="write the table from the runs there are"
+    )
+    paper.add_argument("--quiet", action="store_true", help="no progress output")
 
 
 def _add_predict(commands) -> None:

@@ -66,6 +66,8 @@ class BenchSettings:
         and tables show models of another preset as ``model/preset``.
     :param training: :class:`~avdgp.training.TrainConfig` settings on top of
         the preset's (e.g. ``{"learning_rate": 0.01}``).
+    :param drop_features: per data set name, input columns removed after loading (e.g. bike's
+        two count columns, which give its target away: :data:`avdgp.experiments.paper.DERIVED`).
     """
 
     datasets: Sequence[str] = ("elevators",)
@@ -78,11 +80,24 @@ class BenchSettings:
     extra: dict = field(default_factory=dict)
     preset: str = "default"
     training: dict = field(default_factory=dict)
+    drop_features: dict = field(default_factory=dict)
 
 
-def _load(name: str, root: Optional[str], max_rows: Optional[int]) -> Dataset:
+def _load(
+    name: str, root: Optional[str], max_rows: Optional[int], drop: Sequence[int] = ()
+) -> Dataset:
     path = Path(name)
     dataset = load_dataset(path if path.exists() else uci_dataset_path(name, root))
+    if drop:
+        names = dataset.feature_names
+        dataset = Dataset(
+            name=dataset.name,
+            inputs=np.delete(dataset.inputs, list(drop), axis=1),
+            targets=dataset.targets,
+            test_masks=dataset.test_masks,
+            feature_names=None if names is None else list(np.delete(names, list(drop))),
+            target_name=dataset.target_name,
+        )
     if max_rows is not None and dataset.num_rows > max_rows:
         keep = np.random.default_rng(0).permutation(dataset.num_rows)[:max_rows]
         keep.sort()
@@ -197,7 +212,8 @@ def run_bench(
     total = len(names) * len(labels) * len(seeds)
     count = 0
     for name in names:
-        dataset = _load(name, settings.data_root, settings.max_rows)
+        drop = settings.drop_features.get(Path(name).name, ())
+        dataset = _load(name, settings.data_root, settings.max_rows, drop)
         batch_size = 500 if dataset.num_rows > LARGE_DATA else 100
         for seed in seeds:
             split = split_dataset(dataset, seed=seed)

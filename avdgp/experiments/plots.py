@@ -184,3 +184,19 @@ def plot_time_to_accuracy(
     ax.legend(fontsize=8)
     fig.savefig(path)
     return path
+
+
+def plot_runs(values: Mapping[str, Sequence[float]], path: Path, *, title: str) -> Path:
+    """One column per model: a dot per run and an error bar of mean +- std (the paper's
+    inference-function ablation figure)."""
+    fig = _figure(1.2 * len(values) + 1.5, 3.2)
+    ax = fig.subplots()
+    for column, runs in enumerate(values.values()):
+        runs = np.asarray(runs, dtype=float)
+        ax.scatter(np.full(len(runs), column - 0.1), runs, s=14, color=f"C{column % 10}")
+        ax.errorbar(column + 0.1, runs.mean(), yerr=runs.std(), fmt="s", color="k", capsize=3)
+    ax.set_xticks(range(len(values)))
+    ax.set_xticklabels(list(values), fontsize=8)
+    ax.set_title(title, fontsize=9)
+    fig.savefig(path)
+    return path

@@ -1,0 +1,286 @@
+"""``avdgp paper``: the paper's numbers as data, resumable runs, tables rendered beside the
+paper's (from the CSV files alone), and (slow) every table end to end on a tiny budget."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import REPO_ROOT, run_cli
+
+from avdgp.experiments import paper, paper_tables, toy_grid
+from avdgp.experiments.bench_results import append_row
+from avdgp.experiments.demo import DemoSettings
+
+TINY = paper.Budget(
+    "tiny",
+    "a test's: 1 seed, 2 epochs, a toy of 300 rows",
+    (0,),
+    2,
+    2,
+    DemoSettings(num_rows=300, epochs=1, num_sigma_points=4, curve_points=1),
+)
+
+
+@pytest.fixture
+def tiny_budget(monkeypatch):
+    monkeypatch.setitem(paper.BUDGETS, "tiny", TINY)
+    return "tiny"
+
+
+def _write_uci(folder: Path, rng, rows: int = 120, dim: int = 3) -> None:
+    folder.mkdir(parents=True)
+    x = rng.uniform(-2.0, 2.0, (rows, dim))
+    y = np.sin(x[:, 0]) + 0.1 * rng.standard_normal(rows)
+    with gzip.open(folder / "data.csv.gz", "wt") as handle:
+        np.savetxt(handle, np.column_stack([x, y]), delimiter=",")
+
+
+# ------------------------------------------------------------------------- the paper's numbers
+def test_the_papers_numbers_are_read_from_its_tables():
+    table5 = paper_tables.paper_numbers("table5")
+    assert len(table5) == 300  # 3 metrics x (8 sets x 8 models + 6 sets x 6 models)
+    row = next(
+        r
+        for r in table5
+        if (r["metric"], r["dataset"], r["model"]) == ("nll", "Bike", "avdgp-ar2pp")
+    )
+    assert (float(row["mean"]), float(row["std"]), row["bold"]) == (-0.742, 0.024, "True")
+    ranks = {
+        (r["metric"], r["model"]): float(r["rank_mean"])
+        for r in paper_tables.paper_numbers("table3")
+    }
+    assert ranks["nll", "avdgp-ar2pp"] == 1.27 and ranks["rmse", "solve-gp"] == 5.19
+    table2 = {
+        (int(r["total_inducing"]), int(r["layers"])): float(r["error_mean"])
+        for r in paper_tables.paper_numbers("table2")
+    }
+    assert len(table2) == 16 and table2[32, 4] == 2.59 and table2[128, 1] == 6.04
+    table4 = paper_tables.paper_numbers("table4")
+    assert len(table4) == 42 and {r["model"] for r in table4} == {"dsdgp", "dspp", "avdgp-ar2p"}
+    assert len(paper_tables.paper_numbers("table1")) == 9
+
+
+def test_the_tables_of_the_paper_numbers_match_its_tex_source(tmp_path):
+    """The package's CSV files are what the extraction script reads from the paper today."""
+    tex = REPO_ROOT.parent / "shared" / "paper" / "amortized-vi-for-deep-gps.tex"
+    if not tex.exists():
+        pytest.skip(f"the paper's source is not beside the project ({tex})")
+    import runpy
+
+    script = REPO_ROOT / "benchmarks" / "paper_numbers_from_tex.py"
+    namespace = runpy.run_path(str(script))
+    namespace["main"]([str(tex), str(tmp_path)])
+    packaged = Path(paper_tables.__file__).parent / "paper_numbers"
+    for name in ("table1", "table2", "table3", "table4", "table5"):
+        assert (tmp_path / f"{name}.csv").read_text() == (packaged / f"{name}.csv").read_text()
+
+
+# ------------------------------------------------------------------------- requests
+def test_requests_pick_the_tables_data_sets_models_and_seeds(tmp_path):
+    table5 = paper.PaperRequest("table5", tmp_path)
+    assert table5.uci_datasets() == tuple(paper.PAPER_DATASETS)
+    assert "avdgp-ar1" in table5.uci_models("wine")  # a small set: AR1 and AR2 as in the paper
+    assert "avdgp-ar1" not in table5.uci_models("protein")
+    assert paper.PaperRequest("table1", tmp_path).uci_datasets() == paper.SMALL_DATASETS
+    assert paper.PaperRequest("table1", tmp_path, seeds=[4]).run_seeds == (4,)
+    assert paper.PaperRequest("table2", tmp_path, budget="full").toy_settings.num_rows == 80000
+    with pytest.raises(ValueError, match="table: expected one of"):
+        paper.PaperRequest("table6", tmp_path)
+    with pytest.raises(ValueError, match="budget"):
+        paper.PaperRequest("table1", tmp_path, budget="huge")
+
+
+def test_toy_cells_split_the_inducing_points_like_the_paper():
+    settings = DemoSettings()
+    cells = {layers: toy_grid.table2_run(64, layers, 0, settings) for layers in (1, 2, 3, 4)}
+    assert cells[1].spec.model == "sgp-avi" and cells[1].spec.resolved_inducing() == [64]
+    assert cells[2].spec.resolved_inducing() == [32, 32]
+    assert cells[3].spec.resolved_inducing() == [32, 16, 16]
+    assert cells[4].spec.resolved_inducing() == [32, 16, 8, 8]
+    assert cells[4].spec.resolved_dims() == [2, 2, 2, 1]
+    with pytest.raises(ValueError, match="does not split"):
+        toy_grid.table2_run(18, 4, 0, settings)
+    mlp = toy_grid.ablation_run("mlp", 3, 1, settings)
+    assert (mlp.name, mlp.spec.model, mlp.spec.extra) == ("MLP-3", "idsgp", {"hidden_layers": 3})
+    assert toy_grid.ablation_run("affine", 2, 1, settings).spec.model == "sgp-avi"
+
+
+# ------------------------------------------------------------------------- rendering
+def _uci_row(dataset, model, seed, nll, epochs=100, preset="default", seconds=1.0):
+    return {
+        "dataset": dataset,
+        "model": model,
+        "seed": seed,
+        "epochs": epochs,
+        "status": "ok",
+        "n_train": 80,
+        "n_val": 10,
+        "n_test": 10,
+        "dim": 3,
+        "nll": nll,
+        "rmse": nll / 2,
+        "crps": nll / 3,
+        "train_seconds_per_epoch": seconds,
+        "predict_seconds": seconds / 10,
+        "preset": preset,
+    }
+
+
+def test_table3_ranks_and_scores_sit_beside_the_papers(tmp_path):
+    results = tmp_path / "uci" / "results.csv"
+    results.parent.mkdir()
+    models = paper.TABLE_MODELS["table3"]
+    for seed in (0, 1, 2):
+        for rank, model in enumerate(models):  # solve-gp worst ... avdgp-ar2pp best
+            append_row(results, _uci_row("wine", model, seed, 2.0 - 0.1 * rank))
+            append_row(results, _uci_row("elevators", model, seed, 1.0 - 0.1 * rank))
+    append_row(results, _uci_row("wine", "dsdgp", 3, -9.0))  # a seed not asked for
+    append_row(results, _uci_row("wine", "dspp", 0, -9.0, preset="paper"))  # another preset
+    request = paper.PaperRequest("table3", tmp_path, datasets=["wine", "elevators", "bike"])
+    text = paper.run_paper(replace(request, render_only=True), stream=None).read_text()
+    assert "Budget **reduced**" in text and "Preset `default`; seeds 0, 1, 2" in text
+    assert "Still missing: bike solve-gp (seeds 0, 1, 2)" in text
+    ours = " | ".join(f"{rank}.00 (0.00)" for rank in (6, 5, 4, 3, 2, 1))
+    assert f"| NLL | ours | {ours} |" in text
+    theirs = "5.63 (0.16) | 4.80 (0.32) | 2.19 (0.18) | 4.09 (0.29) | 3.03 (0.28) | 1.27 (0.18)"
+    assert f"| | paper | {theirs} |" in text
+    assert "Ranks over the 2 data sets" in text and "(elevators, wine)" in text
+    assert "| | paper (Wine) | 1.169 ± 0.020 |" in text
+    assert (
+        "| wine | ours | 2.000 ± 0.000 | 1.900 ± 0.000 |" in text
+    )  # the other preset and seed left out
+    rows = list(csv.DictReader((tmp_path / "table3.csv").open()))
+    rank = next(r for r in rows if (r["metric"], r["model"]) == ("rank_nll", "avdgp-ar2pp"))
+    assert (float(rank["ours_mean"]), float(rank["paper_mean"])) == (1.0, 1.27)
+
+
+def test_table4_compares_ratios_to_dsdgp(tmp_path):
+    results = tmp_path / "timing" / "results.csv"
+    results.parent.mkdir()
+    for model, seconds in (("dsdgp", 4.0), ("dspp", 8.0), ("avdgp-ar2p", 1.0)):
+        append_row(results, _uci_row("elevators", model, 0, 0.5, epochs=3, seconds=seconds))
+    request = paper.PaperRequest(
+        "table4", tmp_path, datasets=["elevators"], seeds=[0], render_only=True
+    )
+    text = paper.run_paper(request, stream=None).read_text()
+    assert "| elevators | ours | 4.00 (1 run) | 8.00 (1 run) | 1.00 (1 run) |" in text
+    assert text.count(" 0.25 |") == 1  # ours: AVDGP / DS-DGP
+    assert "| | paper (Elevator, GPU) | 6.91 | 8.71 | 6.40 | 3.59 | 3.67 | 3.37 | 0.93 |" in text
+
+
+def test_toy_tables_render_from_their_rows(tmp_path):
+    settings = paper.BUDGETS["reduced"].toy
+    path = tmp_path / "toy" / "toy.csv"
+    (tmp_path / "toy" / "inducing").mkdir(parents=True)
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=toy_grid.COLUMNS)
+        writer.writeheader()
+        for seed, error in ((0, 0.05), (1, 0.07)):
+            run = toy_grid.table2_run(32, 3, seed, settings)
+            writer.writerow(
+                {**run.identity(settings), "error_rate": error, "nll": 0.2, "seconds": 9}
+            )
+        for name, errors in (("affine", (0.1, 0.12)), ("MLP-4", (0.1, 0.4))):
+            for seed, error in enumerate(errors):
+                kind, depth = ("affine", 2) if name == "affine" else ("mlp", 4)
+                run = toy_grid.ablation_run(kind, depth, seed, settings)
+                writer.writerow(
+                    {**run.identity(settings), "error_rate": error, "nll": 0.2, "seconds": 9}
+                )
+                np.save(
+                    toy_grid.inducing_file(tmp_path / "toy", run, settings), np.zeros((64, 8, 2))
+                )
+    table2 = paper.run_paper(
+        paper.PaperRequest("table2", tmp_path, seeds=[0, 1], render_only=True), stream=None
+    )
+    text = table2.read_text()
+    row = "| 32 | – / 7.63 ± 1.43 | – / 4.40 ± 1.25 | 6.00 ± 1.00 (2) / 4.14 ± 0.68 | "
+    assert row + "– / 2.59 ± 0.27 |" in text
+    assert re.search(r"Still missing 30 of 32 runs: SGP-AVI \|M\| 16 \(seeds 0, 1\)", text)
+    ablation = paper.run_paper(
+        paper.PaperRequest("inference-ablation", tmp_path, seeds=[0, 1], render_only=True),
+        stream=None,
+    ).read_text()
+    assert "| MLP-4 | 2 | 10.00, 40.00 | 25.00 ± 15.00 |" in ablation
+    assert "| MLP-1 | 0 | – | – |" in ablation
+    assert (tmp_path / "inference_ablation.png").stat().st_size > 0
+    assert (tmp_path / "inference_ablation_inducing.png").stat().st_size > 0
+
+
+# ------------------------------------------------------------------------- running
+def test_a_uci_table_runs_resumes_and_renders_without_training(
+    tmp_path, rng, tiny_budget, capsys, monkeypatch
+):
+    """One model keeps it short (the slow test below runs all three of Table 1)."""
+    monkeypatch.setitem(paper.TABLE_MODELS, "table1", ("avdgp-ar2p",))
+    root = tmp_path / "uci_data"
+    _write_uci(root / "tinyset", rng)
+    args = [
+        "paper",
+        "table1",
+        "--budget",
+        tiny_budget,
+        "--datasets",
+        "tinyset",
+        "--data-root",
+        root,
+        "--out",
+        tmp_path / "out",
+    ]
+    status, out, err = run_cli(capsys, args)
+    assert status == 0, err
+    rows = list(csv.DictReader((tmp_path / "out" / "uci" / "results.csv").open()))
+    assert [(r["model"], r["status"], r["epochs"]) for r in rows] == [("avdgp-ar2p", "ok", "2")]
+    assert "All runs finished." in out and "| | paper | 1.75 (0.43) |" in out
+    table = (tmp_path / "out" / "table1.md").read_text()
+    status, _, err = run_cli(capsys, args)  # a rerun trains nothing
+    assert status == 0 and err.count("done, skipped") == 1
+    assert len(list(csv.DictReader((tmp_path / "out" / "uci" / "results.csv").open()))) == 1
+    (tmp_path / "out" / "table1.md").unlink()
+    status, out, _ = run_cli(capsys, args + ["--render-only"])
+    assert status == 0 and (tmp_path / "out" / "table1.md").read_text() == table
+
+
+def test_paper_command_rejects_bad_input(capsys, tmp_path):
+    status, _, err = run_cli(capsys, ["paper", "table9", "--out", tmp_path])
+    assert status == 2 and "invalid choice" in err
+    status, _, err = run_cli(capsys, ["paper", "table1", "--budget", "huge", "--out", tmp_path])
+    assert status == 2 and "budget: expected one of ['full', 'reduced']" in err
+    status, _, err = run_cli(capsys, ["paper", "table1", "--datasets", ",", "--out", tmp_path])
+    assert status == 2 and "--datasets is empty" in err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "table", ["table1", "table2", "table3", "table4", "table5", "inference-ablation"]
+)
+def test_every_table_runs_end_to_end_on_a_tiny_budget(table, tmp_path, rng, tiny_budget, capsys):
+    """Each command trains its runs (here: one seed, a couple of epochs, tiny data), writes
+    its Markdown and CSV, and the rerun only renders."""
+    root = tmp_path / "uci_data"
+    _write_uci(root / "tinyset", rng, rows=200)
+    args = [
+        "paper",
+        table,
+        "--budget",
+        tiny_budget,
+        "--out",
+        tmp_path / "out",
+        "--datasets",
+        "tinyset",
+        "--data-root",
+        root,
+    ]
+    status, out, err = run_cli(capsys, args)
+    assert status == 0, err
+    assert "All runs finished." in out
+    stem = table.replace("-", "_")
+    assert (tmp_path / "out" / f"{stem}.csv").stat().st_size > 0
+    status, _, err = run_cli(capsys, args)
+    assert status == 0 and "done, skipped" in err and "epoch 1/" not in err
