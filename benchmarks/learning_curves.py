@@ -77,9 +77,10 @@ def _apply_overrides(built, overrides: dict, input_std: float = 1.0) -> None:
         dim = layer.input_dim
         if "lengthscale" in overrides:
             value = overrides["lengthscale"]
-            scale = math.sqrt(dim) if value == "sqrt_d" else float(value)
             if value == "ref":  # the reference code: softplus(0) * sqrt(D)
                 scale = math.log(2.0) * math.sqrt(dim)
+            else:
+                scale = math.sqrt(dim) if value == "sqrt_d" else float(value)
             layer.kernel.lengthscales.assign(np.full_like(layer.kernel.lengthscales.numpy(), scale))
         if "kernel_variance" in overrides:
             layer.kernel.variance.assign(float(overrides["kernel_variance"]))

@@ -1,0 +1,72 @@
+"""Replay early-stopping rules on full-length runs (``avdgp bench --patience 0``).
+
+Every run of ``curves.jsonl`` holds its validation and test NLL after each epoch. A rule picks
+the epoch of lowest validation NLL among the epochs it would have trained; the cosine schedule
+spans all epochs whatever the rule, so the replay gives what the rule would have returned.
+Prints, per data set and model, the test NLL (mean over seeds) each rule keeps::
+
+    python benchmarks/replay_stopping.py /work/runs/stopping/curves.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+#: ``name -> (patience in epochs or None for never, first epoch at which stopping is allowed)``
+RULES = {
+    "P=10": (10, 1),
+    "P=20 (default)": (20, 1),
+    "P=40": (40, 1),
+    "P=20 after epoch 50": (20, 50),
+    "P=20 after epoch 75": (20, 75),
+    "all epochs": (None, 1),
+}
+
+
+def kept_epoch(val_nll: list[float], patience, start: int) -> tuple[int, int]:
+    """``(kept epoch, stopped epoch)``, 1-based, of ``EarlyStopping`` with ``patience``
+    that may stop from epoch ``start`` on."""
+    best, best_epoch = float("inf"), 0
+    for epoch, value in enumerate(val_nll, start=1):
+        if value < best:
+            best, best_epoch = value, epoch
+        elif patience is not None and epoch >= start and epoch - best_epoch >= patience:
+            return best_epoch, epoch
+    return best_epoch, len(val_nll)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("curves", type=Path)
+    args = parser.parse_args(argv)
+    table: dict = defaultdict(lambda: defaultdict(list))
+    for line in args.curves.read_text().splitlines():
+        run = json.loads(line)
+        val = [value for _, value in run["val_nll_curve"]]
+        test = [value for _, value in run["test_nll_curve"]]
+        if len(val) < run["epochs"]:
+            continue  # stopped early: not a full-length run
+        for name, (patience, start) in RULES.items():
+            epoch, stopped = kept_epoch(val, patience, start)
+            table[run["dataset"], run["model"]][name].append((test[epoch - 1], epoch, stopped))
+    names = list(RULES)
+    print("| data set | model | seeds | " + " | ".join(names) + " |")
+    print("|---|---|---:|" + "---:|" * len(names))
+    for (dataset, model), per_rule in sorted(table.items()):
+        cells = []
+        for name in names:
+            runs = per_rule[name]
+            nll = np.mean([r[0] for r in runs])
+            stops = "/".join(str(r[2]) for r in runs)
+            cells.append(f"{nll:.3f} (stop {stops})")
+        print(f"| {dataset} | {model} | {len(per_rule[names[0]])} | " + " | ".join(cells) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
