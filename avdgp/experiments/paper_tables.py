@@ -19,10 +19,9 @@ import numpy as np
 from .. import metrics
 from . import plots
 from .bench_results import METRICS, read_results
-from .paper import PAPER_DATASETS, TABLE_MODELS, PaperRequest, toy_runs
-from .toy_grid import QUERIES, read_toy_rows
+from .paper import PAPER_DATASETS, TABLE_MODELS, PaperRequest
 
-__all__ = ["paper_numbers", "render"]
+__all__ = ["csv_row", "format_stats", "header", "mean_std", "paper_numbers", "render"]
 
 CSV_COLUMNS = (
     "table",
@@ -44,7 +43,6 @@ TITLES = {
     "inference-ablation": "Inference-function ablation: IDSGP's MLP of growing depth "
     "against the affine map (toy test error rates, %)",
 }
-TOY_EXPERIMENT = {"table2": "table2", "inference-ablation": "ablation"}
 
 
 def paper_numbers(table: str) -> list[dict]:
@@ -53,12 +51,14 @@ def paper_numbers(table: str) -> list[dict]:
     return list(csv.DictReader(text.splitlines()))
 
 
-def _mean_std(values) -> tuple[float, float, int]:
+def mean_std(values) -> tuple[float, float, int]:
+    """``(mean, population std, count)`` of per-run values."""
     values = [float(v) for v in values]
     return float(np.mean(values)), float(np.std(values)), len(values)
 
 
-def _cell(stats: Optional[tuple], digits: int = 3) -> str:
+def format_stats(stats: Optional[tuple], digits: int = 3) -> str:
+    """``mean ± std``, ``mean (1 run)`` or ``–`` for :func:`mean_std`'s triple or ``None``."""
     if stats is None:
         return "–"
     mean, std, count = stats
@@ -67,7 +67,8 @@ def _cell(stats: Optional[tuple], digits: int = 3) -> str:
     return f"{mean:.{digits}f} ± {std:.{digits}f}"
 
 
-def _csv_row(table, metric, dataset, model, stats, paper) -> dict:
+def csv_row(table, metric, dataset, model, stats, paper) -> dict:
+    """One row of a table's CSV (:data:`CSV_COLUMNS`): ours and the paper's ``(mean, std)``."""
     mean, std, count = stats if stats else (None, None, 0)
     return dict(
         table=table,
@@ -82,7 +83,8 @@ def _csv_row(table, metric, dataset, model, stats, paper) -> dict:
     )
 
 
-def _header(request: PaperRequest, seeds) -> list[str]:
+def header(request: PaperRequest, seeds) -> list[str]:
+    """The title, the budget and preset in words, the seeds and the command to rewrite it."""
     budget = request.protocol
     command = f"avdgp paper {request.table} --budget {budget.name} --out {request.out}"
     if request.preset != "default":
@@ -143,7 +145,7 @@ def _score_tables(request, values, models, datasets, csv_rows) -> list[str]:
         lines += ["|---|---|" + "---:|" * len(models)]
         for dataset in datasets:
             ours = {
-                m: _mean_std(values[dataset, m][metric].values())
+                m: mean_std(values[dataset, m][metric].values())
                 for m in models
                 if values.get((dataset, m), {}).get(metric)
             }
@@ -151,10 +153,13 @@ def _score_tables(request, values, models, datasets, csv_rows) -> list[str]:
             theirs = {m: paper.get((metric, name, m)) for m in models}
             for model in models:
                 csv_rows.append(
-                    _csv_row(request.table, metric, dataset, model, ours.get(model), theirs[model])
+                    csv_row(request.table, metric, dataset, model, ours.get(model), theirs[model])
                 )
             best = min(ours, key=lambda m: ours[m][0]) if ours else None
-            cells = [f"**{_cell(ours[m])}**" if m == best else _cell(ours.get(m)) for m in models]
+            cells = [
+                f"**{format_stats(ours[m])}**" if m == best else format_stats(ours.get(m))
+                for m in models
+            ]
             lines.append(f"| {dataset} | ours | " + " | ".join(cells) + " |")
             if name is not None:
                 paper_cells = [
@@ -191,7 +196,7 @@ def _rank_table(request, values, models, datasets, csv_rows) -> list[str]:
         for model in models:
             stats = (*ranks[model], len(scores)) if model in ranks else None
             csv_rows.append(
-                _csv_row(request.table, f"rank_{metric}", "", model, stats, paper[metric, model])
+                csv_row(request.table, f"rank_{metric}", "", model, stats, paper[metric, model])
             )
     note = (
         f"Ranks over the {len(used)} data sets where every method finished a common seed "
@@ -217,12 +222,12 @@ def _timing_table(request, values, models, datasets, csv_rows) -> list[str]:
     ]
     for dataset in datasets:
         train = {
-            m: _mean_std(values[dataset, m]["train_seconds_per_epoch"].values())
+            m: mean_std(values[dataset, m]["train_seconds_per_epoch"].values())
             for m in models
             if values.get((dataset, m), {}).get("train_seconds_per_epoch")
         }
         test = {
-            m: _mean_std(values[dataset, m]["predict_seconds"].values())
+            m: mean_std(values[dataset, m]["predict_seconds"].values())
             for m in models
             if values.get((dataset, m), {}).get("predict_seconds")
         }
@@ -233,9 +238,9 @@ def _timing_table(request, values, models, datasets, csv_rows) -> list[str]:
         )
         lines.append(
             f"| {dataset} | ours | "
-            + " | ".join(_cell(train.get(m), 2) for m in models)
+            + " | ".join(format_stats(train.get(m), 2) for m in models)
             + " | "
-            + " | ".join(_cell(test.get(m), 2) for m in models)
+            + " | ".join(format_stats(test.get(m), 2) for m in models)
             + f" | {ratio} |"
         )
         name = PAPER_DATASETS.get(dataset)
@@ -249,7 +254,7 @@ def _timing_table(request, values, models, datasets, csv_rows) -> list[str]:
                     else None
                 )
                 csv_rows.append(
-                    _csv_row(request.table, f"{kind}_seconds", dataset, model, stats, paper_stats)
+                    csv_row(request.table, f"{kind}_seconds", dataset, model, stats, paper_stats)
                 )
         if all(rows.values()):
             cells = [f"{float(rows[m]['train_mean']):.2f}" for m in models]
@@ -270,7 +275,7 @@ def _render_uci(request: PaperRequest, csv_rows: list) -> list[str]:
     values = _uci_values(request, folder, epochs)
     datasets = list(request.uci_datasets())
     models = list(TABLE_MODELS[request.table])
-    lines = _header(request, request.run_seeds)
+    lines = header(request, request.run_seeds)
     missing = _missing(request, values)
     lines += [
         f"Runs: `{folder}/results.csv`. "
@@ -285,159 +290,34 @@ def _render_uci(request: PaperRequest, csv_rows: list) -> list[str]:
         request, values, models, datasets, [] if request.table != "table5" else csv_rows
     )
     if request.table == "table5":
-        for metric in METRICS:
-            means = {
-                k: float(np.mean(list(v[metric].values())))
-                for k, v in values.items()
-                if v.get(metric)
-            }
-            stds = {
-                k: float(np.std(list(v[metric].values())))
-                for k, v in values.items()
-                if v.get(metric)
-            }
-            shown = [d for d in datasets if any((d, m) in means for m in models)]
-            if shown:
-                path = request.out / f"table5_{metric}.png"
-                plots.plot_benchmark_metric(metric, shown, models, means, stds, path)
-                lines.append(f"![test {metric}]({path.name})")
+        lines += _score_figures(request, values, models, datasets)
     return lines
 
 
-# ------------------------------------------------------------------------------- toy tables
-def _toy_rows(request: PaperRequest) -> list[dict]:
-    settings = request.toy_settings
-    seeds = set(request.run_seeds)
-    return [
-        row
-        for row in read_toy_rows(request.out / "toy" / "toy.csv")
-        if row["experiment"] == TOY_EXPERIMENT[request.table]
-        and int(row["num_rows"]) == settings.num_rows
-        and int(row["epochs"]) == settings.epochs
-        and row["preset"] == settings.preset
-        and int(row["seed"]) in seeds
-    ]
-
-
-def _toy_missing(request: PaperRequest, rows: list[dict]) -> list[str]:
-    """``Still missing: ...`` (grouped by model and ``|M|``) or ``All runs finished.``"""
-    done = {(row["name"], int(row["total_inducing"]), int(row["seed"])) for row in rows}
-    lacking: dict = defaultdict(list)
-    runs = toy_runs(request)
-    for run in runs:
-        total = sum(run.spec.resolved_inducing())
-        if (run.name, total, run.spec.seed) not in done:
-            lacking[run.name, total].append(str(run.spec.seed))
-    count = sum(len(seeds) for seeds in lacking.values())
-    if not lacking:
-        return ["Runs: `toy/toy.csv`. All runs finished.", ""]
-    groups = "; ".join(
-        f"{name} |M| {total} (seeds {', '.join(seeds)})" for (name, total), seeds in lacking.items()
-    )
-    return [f"Runs: `toy/toy.csv`. Still missing {count} of {len(runs)} runs: {groups}.", ""]
-
-
-def _render_table2(request: PaperRequest, csv_rows: list) -> list[str]:
-    rows = _toy_rows(request)
-    paper = {
-        (int(row["total_inducing"]), int(row["layers"])): (
-            float(row["error_mean"]),
-            float(row["error_std"]),
-        )
-        for row in paper_numbers("table2")
-    }
-    errors: dict = defaultdict(list)
-    for row in rows:
-        errors[int(row["total_inducing"]), int(row["layers"])].append(100 * row["error_rate"])
-    names = {1: "SGP-AVI", 2: "AVDGP-2L", 3: "AVDGP-3L", 4: "AVDGP-4L"}
-    lines = _header(request, request.run_seeds) + _toy_missing(request, rows)
-    lines += [
-        "Each cell: ours, mean ± std over the runs (their number in brackets), then the "
-        "paper's (5 runs, 40000 steps).",
-        "",
-        "| \\|M\\| | " + " | ".join(names.values()) + " |",
-        "|---:|" + "---:|" * 4,
-    ]
-    for total in (16, 32, 64, 128):
-        cells = []
-        for layers in (1, 2, 3, 4):
-            ours = errors.get((total, layers))
-            stats = _mean_std(ours) if ours else None
-            theirs = paper[total, layers]
-            if stats is None:
-                text = "–"
-            elif stats[2] == 1:
-                text = f"{stats[0]:.2f} (1)"
-            else:
-                text = f"{stats[0]:.2f} ± {stats[1]:.2f} ({stats[2]})"
-            cells.append(f"{text} / {theirs[0]:.2f} ± {theirs[1]:.2f}")
-            csv_rows.append(
-                _csv_row("table2", "error_rate_percent", f"M={total}", names[layers], stats, theirs)
-            )
-        lines.append(f"| {total} | " + " | ".join(cells) + " |")
-    return lines + [""]
-
-
-def _render_ablation(request: PaperRequest, csv_rows: list) -> list[str]:
-    from .toy_grid import ABLATION_DEPTHS, ablation_run, inducing_file
-
-    rows = _toy_rows(request)
-    names = ["affine"] + [f"MLP-{depth}" for depth in ABLATION_DEPTHS]
-    errors = {name: [100 * r["error_rate"] for r in rows if r["name"] == name] for name in names}
-    lines = _header(request, request.run_seeds) + _toy_missing(request, rows)
-    lines += [
-        "Shallow models with M = 8 amortized inducing points: IDSGP's single MLP with 1-4 hidden "
-        "layers, and the paper's affine map (SGP-AVI). The paper shows this as a figure only "
-        "(no numbers to set beside ours).",
-        "",
-        "| inference | runs | test error (%) per run | mean ± std |",
-        "|---|---:|---|---:|",
-    ]
-    for name in names:
-        stats = _mean_std(errors[name]) if errors[name] else None
-        runs = ", ".join(f"{e:.2f}" for e in errors[name]) or "–"
-        lines.append(f"| {name} | {len(errors[name])} | {runs} | {_cell(stats, 2)} |")
-        csv_rows.append(_csv_row(request.table, "error_rate_percent", "toy", name, stats, None))
-    present = [name for name in names if errors[name]]
-    if present:
-        path = plots.plot_runs(
-            {name: errors[name] for name in present},
-            request.out / "inference_ablation.png",
-            title="Toy test error rate (%) per run; bar: mean ± std",
-        )
-        lines += ["", f"![test error per run]({path.name})"]
-        best = {}
-        settings = request.toy_settings
-        for name in present:
-            seed = int(
-                min((r for r in rows if r["name"] == name), key=lambda r: r["error_rate"])["seed"]
-            )
-            depth = 2 if name == "affine" else int(name.split("-")[1])
-            run = ablation_run("affine" if name == "affine" else "mlp", depth, seed, settings)
-            file = inducing_file(request.out / "toy", run, settings)
-            if file.exists():
-                best[f"{name} (seed {seed})"] = np.load(file)
-        if best:
-            path = plots.plot_inducing_points(
-                QUERIES, best, request.out / "inference_ablation_inducing.png"
-            )
-            lines += [
-                "",
-                "Inducing points of 64 query inputs (black) after training, the run of lowest "
-                "test error per model; point m of every query has colour m.",
-                "",
-                f"![inducing points]({path.name})",
-            ]
-    return lines + [""]
+def _score_figures(request, values, models, datasets) -> list[str]:
+    """``table5_<metric>.png``, the paper's Figs. of test NLL, RMSE and CRPS per data set."""
+    lines = []
+    for metric in METRICS:
+        stats = {key: mean_std(v[metric].values()) for key, v in values.items() if v.get(metric)}
+        shown = [d for d in datasets if any((d, m) in stats for m in models)]
+        if shown:
+            means = {key: mean for key, (mean, _, _) in stats.items()}
+            stds = {key: std for key, (_, std, _) in stats.items()}
+            path = request.out / f"table5_{metric}.png"
+            plots.plot_benchmark_metric(metric, shown, models, means, stds, path)
+            lines.append(f"![test {metric}]({path.name})")
+    return lines
 
 
 def render(request: PaperRequest) -> Path:
     """Write ``<table>.md`` and ``<table>.csv`` in ``request.out``; returns the Markdown path."""
+    from .paper_toy_tables import render_ablation, render_table2
+
     csv_rows: list[dict] = []
     if request.table == "table2":
-        lines = _render_table2(request, csv_rows)
+        lines = render_table2(request, csv_rows)
     elif request.table == "inference-ablation":
-        lines = _render_ablation(request, csv_rows)
+        lines = render_ablation(request, csv_rows)
     else:
         lines = _render_uci(request, csv_rows)
     stem = request.table.replace("-", "_")
