@@ -27,6 +27,7 @@ def paper_command(args) -> int:
         seeds=args.seeds,
         datasets=datasets,
         data_root=args.data_root,
+        sizes=args.sizes,
         render_only=args.render_only,
     )
     table = run_paper(request, stream=progress_stream(args))

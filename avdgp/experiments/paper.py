@@ -32,6 +32,7 @@ __all__ = [
     "SMALL_DATASETS",
     "TABLES",
     "TABLE_MODELS",
+    "TOY_SIZES",
     "run_paper",
     "toy_runs",
 ]
@@ -61,6 +62,9 @@ SMALL_DATASETS = (
 #: Input columns removed after loading: bike's casual and registered counts sum to its target
 #: (``benchmarks/derive_bike.py`` checks it), so our bike has ``D = 15``.
 DERIVED = {"bike": (15, 16)}
+
+#: Table 2's rows: ``|M|``, the inducing points summed over layers.
+TOY_SIZES = (16, 32, 64, 128)
 
 TABLE_MODELS = {
     "table1": ("avdgp-ar1", "avdgp-ar2", "avdgp-ar2p"),
@@ -136,6 +140,7 @@ class PaperRequest:
     :param datasets: instead of the table's (UCI tables).
     :param data_root: folder of the UCI sets (default ``$AVDGP_DATA_ROOT`` or
         ``../shared/data/uci``).
+    :param sizes: Table 2's rows to run, ``|M|`` of :data:`TOY_SIZES` (default all).
     :param render_only: write the table from the runs there are; train nothing.
     """
 
@@ -146,6 +151,7 @@ class PaperRequest:
     seeds: Optional[Sequence[int]] = None
     datasets: Optional[Sequence[str]] = None
     data_root: Optional[str] = None
+    sizes: Optional[Sequence[int]] = None
     render_only: bool = False
 
     def __post_init__(self) -> None:
@@ -156,6 +162,9 @@ class PaperRequest:
             raise ValueError(f"budget: expected one of {sorted(BUDGETS)}, got {self.budget!r}")
         if self.preset not in ("default", "paper"):
             raise ValueError(f"preset: expected 'default' or 'paper', got {self.preset!r}")
+        unknown = sorted(set(self.sizes or ()) - set(TOY_SIZES))
+        if unknown:
+            raise ValueError(f"sizes: expected values of {list(TOY_SIZES)}, got {unknown}")
 
     @property
     def protocol(self) -> Budget:
@@ -168,6 +177,11 @@ class PaperRequest:
     @property
     def toy_settings(self) -> DemoSettings:
         return replace(self.protocol.toy, preset=self.preset)
+
+    @property
+    def toy_sizes(self) -> tuple[int, ...]:
+        """Table 2's ``|M|`` rows to run and show."""
+        return tuple(sorted(set(self.sizes))) if self.sizes else TOY_SIZES
 
     def uci_datasets(self) -> tuple[str, ...]:
         """The data sets of a UCI table (Table 1: the small ones; else those the paper has)."""
@@ -205,7 +219,7 @@ def toy_runs(request: PaperRequest) -> list:
         return [
             table2_run(total, layers, seed, settings)
             for seed in request.run_seeds
-            for total in (16, 32, 64, 128)
+            for total in request.toy_sizes
             for layers in (1, 2, 3, 4)
         ]
     return [

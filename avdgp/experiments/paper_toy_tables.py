@@ -71,7 +71,7 @@ def render_table2(request: PaperRequest, csv_rows: list) -> list[str]:
         "| \\|M\\| | " + " | ".join(names.values()) + " |",
         "|---:|" + "---:|" * 4,
     ]
-    for total in (16, 32, 64, 128):
+    for total in request.toy_sizes:
         cells = []
         for layers in (1, 2, 3, 4):
             ours = errors.get((total, layers))

@@ -94,6 +94,15 @@ def test_requests_pick_the_tables_data_sets_models_and_seeds(tmp_path):
         paper.PaperRequest("table6", tmp_path)
     with pytest.raises(ValueError, match="budget"):
         paper.PaperRequest("table1", tmp_path, budget="huge")
+    table2 = paper.PaperRequest("table2", tmp_path, sizes=[32], seeds=[0])
+    assert [(run.name, sum(run.spec.resolved_inducing())) for run in paper.toy_runs(table2)] == [
+        ("SGP-AVI", 32),
+        ("AVDGP-2L", 32),
+        ("AVDGP-3L", 32),
+        ("AVDGP-4L", 32),
+    ]
+    with pytest.raises(ValueError, match=r"sizes: expected values of \[16, 32, 64, 128\]"):
+        paper.PaperRequest("table2", tmp_path, sizes=[48])
 
 
 def test_toy_cells_split_the_inducing_points_like_the_paper():
