@@ -11,21 +11,25 @@ Prints, per data set and model, the test NLL (mean over seeds) each rule keeps::
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
-#: ``name -> (patience in epochs or None for never, first epoch at which stopping is allowed)``
+#: ``name -> (patience, unit, first epoch at which stopping is allowed)``: patience in epochs
+#: or in training steps (``None``: never stop).
 RULES = {
-    "P=10": (10, 1),
-    "P=20 (default)": (20, 1),
-    "P=40": (40, 1),
-    "P=20 after epoch 50": (20, 50),
-    "P=20 after epoch 75": (20, 75),
-    "all epochs": (None, 1),
+    "P=10": (10, "epochs", 1),
+    "P=20 (default)": (20, "epochs", 1),
+    "P=40": (40, "epochs", 1),
+    "P=20 after epoch 50": (20, "epochs", 50),
+    "P=20 after epoch 75": (20, "epochs", 75),
+    "P=3000 steps": (3000, "steps", 1),
+    "all epochs": (None, "epochs", 1),
 }
+BATCH_SIZE = 100
 
 
 def kept_epoch(val_nll: list[float], patience, start: int) -> tuple[int, int]:
@@ -44,6 +48,11 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("curves", type=Path)
     args = parser.parse_args(argv)
+    with (args.curves.parent / "results.csv").open(newline="") as handle:
+        rows = {
+            (row["dataset"], row["model"], int(row["seed"])): int(float(row["n_train"]))
+            for row in csv.DictReader(handle)
+        }
     table: dict = defaultdict(lambda: defaultdict(list))
     for line in args.curves.read_text().splitlines():
         run = json.loads(line)
@@ -51,7 +60,10 @@ def main(argv=None) -> int:
         test = [value for _, value in run["test_nll_curve"]]
         if len(val) < run["epochs"]:
             continue  # stopped early: not a full-length run
-        for name, (patience, start) in RULES.items():
+        steps = -(-rows[run["dataset"], run["model"], int(run["seed"])] // BATCH_SIZE)
+        for name, (patience, unit, start) in RULES.items():
+            if unit == "steps":
+                patience = -(-patience // steps)  # whole epochs of at least that many steps
             epoch, stopped = kept_epoch(val, patience, start)
             table[run["dataset"], run["model"]][name].append((test[epoch - 1], epoch, stopped))
     names = list(RULES)

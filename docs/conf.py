@@ -35,7 +35,12 @@ source_suffix = {
 master_doc = "index"
 root_doc = "index"
 
-exclude_patterns = ["_build", "experiments/bench/tables.md", "experiments/bench100/tables.md"]
+exclude_patterns = [
+    "_build",
+    "experiments/bench/tables.md",
+    "experiments/bench100/tables.md",
+    "experiments/paper/**",  # included by experiments/paper.md
+]
 
 autodoc_default_options = {
     "members": True,

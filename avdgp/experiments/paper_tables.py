@@ -87,8 +87,15 @@ def header(request: PaperRequest, seeds) -> list[str]:
     """The title, the budget and preset in words, the seeds and the command to rewrite it."""
     budget = request.protocol
     command = f"avdgp paper {request.table} --budget {budget.name} --out {request.out}"
-    if request.preset != "default":
-        command += f" --preset {request.preset}"
+    for option, value in (
+        ("--preset", None if request.preset == "default" else request.preset),
+        ("--seeds", request.seeds),
+        ("--datasets", request.datasets),
+        ("--sizes", request.sizes),
+    ):
+        if value:
+            shown = value if isinstance(value, str) else ",".join(map(str, value))
+            command += f" {option} {shown}"
     return [
         f"# {TITLES[request.table]}",
         "",
@@ -198,8 +205,9 @@ def _rank_table(request, values, models, datasets, csv_rows) -> list[str]:
             csv_rows.append(
                 csv_row(request.table, f"rank_{metric}", "", model, stats, paper[metric, model])
             )
+    sets = "data set" if len(used) == 1 else "data sets"
     note = (
-        f"Ranks over the {len(used)} data sets where every method finished a common seed "
+        f"Ranks over the {len(used)} {sets} where every method finished a common seed "
         f"({', '.join(sorted(used)) or 'none yet'}), mean (std) over seeds; the paper's over "
         f"its {'8 smallest' if request.table == 'table1' else '14'} data sets."
     )

@@ -11,10 +11,10 @@ factorisations of size ``M1`` and ``M2``.
 
 Whitened, with ``L_u = chol(K_uu)``, ``A_u = L_u^{-1} K_uf`` ``[M1, B]``,
 ``L_c = chol(C_vv)`` and ``A_v = L_c^{-1} C_vf`` ``[M2, B]`` (``C_vf = K_vf - K_vu K_uu^{-1}
-K_uf``), the marginal of output ``q`` at a point is
+K_uf``), the marginal of output ``q`` at a point is (``||.||^2`` summing over the rows)::
 
     mean = A_u^T m_u + A_v^T m_v
-    var  = k(x, x) - |A_u|^2 - |A_v|^2 + |R_u^T A_u|^2 + |R_v^T A_v|^2
+    var  = k(x, x) - ||A_u||^2 - ||A_v||^2 + ||R_u^T A_u||^2 + ||R_v^T A_v||^2
 
 for ``q(u_white) = N(m_u, R_u R_u^T)`` and ``q(v_white) = N(m_v, R_v R_v^T)``, and the ELBO's
 KL term is ``KL[q(u_white) || N(0, I)] + KL[q(v_white) || N(0, I)]``. With ``M2 = 0``, or with
