@@ -16,20 +16,15 @@ import csv
 import re
 from pathlib import Path
 
+from avdgp.experiments.paper import TABLE_MODELS
+
 NUMBER = r"(-?\d+(?:\.\d+)?)"
 CELL = re.compile(r"(?:\\tbf\{)?" + NUMBER + r"\}?\s*(?:\\tpm\s*|\\,\()" + NUMBER + r"\)?")
-TABLE5_MODELS = (
-    "solve-gp",
-    "dsdgp",
-    "dspp",
-    "idsgp",
-    "avdgp-ar1",
-    "avdgp-ar2",
-    "avdgp-ar2p",
-    "avdgp-ar2pp",
-)
-TABLE3_MODELS = ("solve-gp", "dsdgp", "dspp", "idsgp", "avdgp-ar2p", "avdgp-ar2pp")
-TABLE4_MODELS = ("dsdgp", "dspp", "avdgp-ar2p")
+# the models of each table, in the paper's column order
+TABLE1_MODELS = TABLE_MODELS["table1"]
+TABLE3_MODELS = TABLE_MODELS["table3"]
+TABLE4_MODELS = TABLE_MODELS["table4"]
+TABLE5_MODELS = TABLE_MODELS["table5"]
 
 
 def _table(tex: str, label: str) -> str:
@@ -58,7 +53,7 @@ def table1(tex: str) -> list[list]:
     rows = []
     for row in _rows(_table(tex, "tab1"))[1:]:
         metric = row.split("&")[0].strip().lower()
-        for model, (mean, std) in zip(("avdgp-ar1", "avdgp-ar2", "avdgp-ar2p"), _cells(row)):
+        for model, (mean, std) in zip(TABLE1_MODELS, _cells(row)):
             rows.append([metric, model, mean, std])
     return rows
 
