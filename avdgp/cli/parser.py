@@ -193,8 +193,8 @@ def _add_bench(commands) -> None:
     bench.add_argument(
         "--models",
         default="svgp,dsdgp,dspp,idsgp,avdgp-ar2p,avdgp-ar2pp",
-        help="comma-separated models (avdgp-ar1|ar2|ar2p|ar2pp, svgp, dsdgp, dspp, idsgp, "
-        "sgp-avi)",
+        help="comma-separated models (avdgp-ar1|ar2|ar2p|ar2pp, svgp, solve-gp, dsdgp, dspp, "
+        "idsgp, sgp-avi)",
     )
     bench.add_argument("--seeds", type=_int_list, default=[0, 1, 2, 3, 4])
     bench.add_argument("--epochs", type=_positive_int, default=100)
