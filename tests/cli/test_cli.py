@@ -332,6 +332,9 @@ FIT_CASES = [
     ),
     pytest.param("dsdgp", None, DEEP, _energy_split, id="dsdgp-energy", marks=SLOW),
     pytest.param("dspp", None, DEEP, _tab_csv_with_header, id="dspp-tsv", marks=SLOW),
+    pytest.param(
+        "solve-gp", None, ["--inducing", "6,5"], _csv_without_header, id="solve-gp", marks=SLOW
+    ),
 ]
 
 
