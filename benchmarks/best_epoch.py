@@ -43,9 +43,7 @@ def main(argv=None) -> int:
     print("|---|---|---|---|---:|")
     for (data, model, variant), seeds in sorted(best_rows(args.curves).items()):
         runs = [seeds[seed] for seed in sorted(seeds)]
-        cells = ", ".join(
-            f"{r['test_nll']:.3f} / {r['test_rmse']:.3f} ({r['step']})" for r in runs
-        )
+        cells = ", ".join(f"{r['test_nll']:.3f} / {r['test_rmse']:.3f} ({r['step']})" for r in runs)
         nll = np.mean([r["test_nll"] for r in runs])
         rmse = np.mean([r["test_rmse"] for r in runs])
         print(f"| {data} | {model} | `{variant}` | {cells} | {nll:.3f} / {rmse:.3f} |")

@@ -48,7 +48,8 @@ def compare(start_input: Path, start_global: Path, models: list[str], datasets) 
     """A Markdown table: test NLL / RMSE (mean over the seeds both starts finished)."""
     ours, default = _scores(start_input, models), _scores(start_global, models)
     lines = [
-        "| data set | model | `W_m = 0` (default) NLL / RMSE (seeds) | `W_m = I` NLL / RMSE (seeds) |",
+        "| data set | model | `W_m = 0` (default): NLL / RMSE (seeds) "
+        "| `W_m = I`: NLL / RMSE (seeds) |",
         "|---|---|---:|---:|",
     ]
     for dataset in datasets:

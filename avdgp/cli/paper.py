@@ -19,6 +19,11 @@ def paper_command(args) -> int:
         datasets = [name.strip() for name in args.datasets.split(",") if name.strip()]
         if not datasets:
             raise CommandLineError("avdgp paper: --datasets is empty")
+    models = None
+    if args.models is not None:
+        models = [name.strip() for name in args.models.split(",") if name.strip()]
+        if not models:
+            raise CommandLineError("avdgp paper: --models is empty")
     request = PaperRequest(
         table=args.table,
         out=Path(args.out),
@@ -28,6 +33,7 @@ def paper_command(args) -> int:
         datasets=datasets,
         data_root=args.data_root,
         sizes=args.sizes,
+        models=models,
         render_only=args.render_only,
     )
     table = run_paper(request, stream=progress_stream(args))

@@ -237,6 +237,11 @@ def _add_paper(commands) -> None:
     paper.add_argument("--datasets", help="comma-separated UCI names instead of the table's")
     paper.add_argument("--data-root", help="folder of UCI data sets (../shared/data/uci)")
     paper.add_argument("--sizes", type=_int_list, help="table2: the |M| rows (16,32,64,128)")
+    paper.add_argument(
+        "--models",
+        help="UCI tables: comma-separated models of the table to train (default all; the table "
+        "shows all)",
+    )
     paper.add_argument("--out", default="avdgp-paper", help="output folder (avdgp-paper)")
     paper.add_argument(
         "--render-only", action="store_true", help="write the table from the runs there are"

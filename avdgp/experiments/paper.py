@@ -141,6 +141,8 @@ class PaperRequest:
     :param data_root: folder of the UCI sets (default ``$AVDGP_DATA_ROOT`` or
         ``../shared/data/uci``).
     :param sizes: Table 2's rows to run, ``|M|`` of :data:`TOY_SIZES` (default all).
+    :param models: of a UCI table's models, the ones to train (default all); the table still
+        shows all of them, so the cheap ones can run first.
     :param render_only: write the table from the runs there are; train nothing.
     """
 
@@ -152,6 +154,7 @@ class PaperRequest:
     datasets: Optional[Sequence[str]] = None
     data_root: Optional[str] = None
     sizes: Optional[Sequence[int]] = None
+    models: Optional[Sequence[str]] = None
     render_only: bool = False
 
     def __post_init__(self) -> None:
@@ -165,6 +168,14 @@ class PaperRequest:
         unknown = sorted(set(self.sizes or ()) - set(TOY_SIZES))
         if unknown:
             raise ValueError(f"sizes: expected values of {list(TOY_SIZES)}, got {unknown}")
+        if self.models is not None:
+            known = TABLE_MODELS.get(self.table, ())
+            unknown = [model for model in self.models if model not in known]
+            if not known or unknown or not self.models:
+                raise ValueError(
+                    f"models: expected some of {list(known)} for {self.table}, got "
+                    f"{list(self.models)}"
+                )
 
     @property
     def protocol(self) -> Budget:
@@ -196,12 +207,17 @@ class PaperRequest:
             models = tuple(m for m in models if m not in ("avdgp-ar1", "avdgp-ar2"))
         return models
 
+    def trained_models(self, dataset: str) -> tuple[str, ...]:
+        """Of :meth:`uci_models`, those ``models`` asks to train (default all)."""
+        models = self.uci_models(dataset)
+        return models if self.models is None else tuple(m for m in models if m in self.models)
+
 
 def _bench(request: PaperRequest, folder: str, epochs: int, training: dict, stream) -> None:
     for dataset in request.uci_datasets():
         settings = BenchSettings(
             datasets=(dataset,),
-            models=request.uci_models(dataset),
+            models=request.trained_models(dataset),
             seeds=request.run_seeds,
             epochs=epochs,
             data_root=request.data_root,

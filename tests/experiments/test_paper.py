@@ -103,6 +103,14 @@ def test_requests_pick_the_tables_data_sets_models_and_seeds(tmp_path):
     ]
     with pytest.raises(ValueError, match=r"sizes: expected values of \[16, 32, 64, 128\]"):
         paper.PaperRequest("table2", tmp_path, sizes=[48])
+    baselines = paper.PaperRequest("table5", tmp_path, models=["idsgp", "avdgp-ar1"])
+    assert baselines.trained_models("wine") == ("idsgp", "avdgp-ar1")
+    assert baselines.trained_models("protein") == ("idsgp",)  # AR1 runs on the small sets only
+    assert baselines.uci_models("wine") == paper.TABLE_MODELS["table5"]  # the table shows all
+    assert table5.trained_models("wine") == table5.uci_models("wine")
+    for table, models in (("table1", ["dspp"]), ("table2", ["svgp"]), ("table3", [])):
+        with pytest.raises(ValueError, match=f"models: expected some of .* for {table}"):
+            paper.PaperRequest(table, tmp_path, models=models)
 
 
 def test_toy_cells_split_the_inducing_points_like_the_paper():
@@ -223,11 +231,8 @@ def test_toy_tables_render_from_their_rows(tmp_path):
 
 
 # ------------------------------------------------------------------------- running
-def test_a_uci_table_runs_resumes_and_renders_without_training(
-    tmp_path, rng, tiny_budget, capsys, monkeypatch
-):
-    """One model keeps it short (the slow test below runs all three of Table 1)."""
-    monkeypatch.setitem(paper.TABLE_MODELS, "table1", ("avdgp-ar2p",))
+def test_a_uci_table_runs_resumes_and_renders_without_training(tmp_path, rng, tiny_budget, capsys):
+    """One model (``--models``) keeps it short; the slow test below runs all three of Table 1."""
     root = tmp_path / "uci_data"
     _write_uci(root / "tinyset", rng)
     args = [
@@ -242,13 +247,14 @@ def test_a_uci_table_runs_resumes_and_renders_without_training(
         "--out",
         tmp_path / "out",
     ]
-    status, out, err = run_cli(capsys, args)
+    status, out, err = run_cli(capsys, args + ["--models", "avdgp-ar2p"])
     assert status == 0, err
     rows = list(csv.DictReader((tmp_path / "out" / "uci" / "results.csv").open()))
     assert [(r["model"], r["status"], r["epochs"]) for r in rows] == [("avdgp-ar2p", "ok", "2")]
-    assert "All runs finished." in out and "| | paper | 1.75 (0.43) |" in out
+    assert "Still missing: tinyset avdgp-ar1 (seeds 0); tinyset avdgp-ar2 (seeds 0)." in out
+    assert "| | paper | 2.23 (0.49) | 2.03 (0.51) | 1.75 (0.43) |" in out
     table = (tmp_path / "out" / "table1.md").read_text()
-    status, _, err = run_cli(capsys, args)  # a rerun trains nothing
+    status, _, err = run_cli(capsys, args + ["--models", "avdgp-ar2p"])  # a rerun trains nothing
     assert status == 0 and err.count("done, skipped") == 1
     assert len(list(csv.DictReader((tmp_path / "out" / "uci" / "results.csv").open()))) == 1
     (tmp_path / "out" / "table1.md").unlink()
@@ -263,6 +269,8 @@ def test_paper_command_rejects_bad_input(capsys, tmp_path):
     assert status == 2 and "budget: expected one of ['full', 'reduced']" in err
     status, _, err = run_cli(capsys, ["paper", "table1", "--datasets", ",", "--out", tmp_path])
     assert status == 2 and "--datasets is empty" in err
+    status, _, err = run_cli(capsys, ["paper", "table1", "--models", "svgp", "--out", tmp_path])
+    assert status == 2 and "models: expected some of ['avdgp-ar1', 'avdgp-ar2'" in err
 
 
 @pytest.mark.slow
