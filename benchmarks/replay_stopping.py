@@ -56,6 +56,8 @@ def main(argv=None) -> int:
     table: dict = defaultdict(lambda: defaultdict(list))
     for line in args.curves.read_text().splitlines():
         run = json.loads(line)
+        if not run.get("val_nll_curve") or not run.get("test_nll_curve"):
+            continue  # trained without validation scoring (--preset paper)
         val = [value for _, value in run["val_nll_curve"]]
         test = [value for _, value in run["test_nll_curve"]]
         if len(val) < run["epochs"]:
