@@ -3,9 +3,10 @@
 Every run of ``curves.jsonl`` holds its validation and test NLL after each epoch. A rule picks
 the epoch of lowest validation NLL among the epochs it would have trained; the cosine schedule
 spans all epochs whatever the rule, so the replay gives what the rule would have returned.
-Prints, per data set and model, the test NLL (mean over seeds) each rule keeps::
+Prints, per data set and model, the test NLL (mean over seeds) each rule keeps, then per rule
+its change against the default over all of them and the epochs it trains::
 
-    python benchmarks/replay_stopping.py /work/runs/stopping/curves.jsonl
+    python benchmarks/replay_stopping.py docs/experiments/paper/stopping/curves.jsonl
 """
 
 from __future__ import annotations
@@ -18,16 +19,18 @@ from pathlib import Path
 
 import numpy as np
 
-#: ``name -> (patience, unit, first epoch at which stopping is allowed)``: patience in epochs
-#: or in training steps (``None``: never stop).
+#: ``name -> (patience in epochs, patience floor in training steps, first epoch at which
+#: stopping is allowed)``: the patience of a run is ``max(epochs, ceil(floor / steps per
+#: epoch))``; ``None`` epochs: never stop.
 RULES = {
-    "P=10": (10, "epochs", 1),
-    "P=20 (default)": (20, "epochs", 1),
-    "P=40": (40, "epochs", 1),
-    "P=20 after epoch 50": (20, "epochs", 50),
-    "P=20 after epoch 75": (20, "epochs", 75),
-    "P=3000 steps": (3000, "steps", 1),
-    "all epochs": (None, "epochs", 1),
+    "P=10": (10, 0, 1),
+    "P=20 (default)": (20, 0, 1),
+    "P=40": (40, 0, 1),
+    "P=20 after epoch 50": (20, 0, 50),
+    "P=20 after epoch 75": (20, 0, 75),
+    "P=3000 steps": (1, 3000, 1),
+    "P=20, at least 2000 steps": (20, 2000, 1),
+    "all epochs": (None, 0, 1),
 }
 BATCH_SIZE = 100
 
@@ -63,11 +66,13 @@ def main(argv=None) -> int:
         if len(val) < run["epochs"]:
             continue  # stopped early: not a full-length run
         steps = -(-rows[run["dataset"], run["model"], int(run["seed"])] // BATCH_SIZE)
-        for name, (patience, unit, start) in RULES.items():
-            if unit == "steps":
-                patience = -(-patience // steps)  # whole epochs of at least that many steps
+        for name, (patience, floor, start) in RULES.items():
+            if patience is not None:
+                patience = max(patience, -(-floor // steps))  # whole epochs of >= floor steps
             epoch, stopped = kept_epoch(val, patience, start)
-            table[run["dataset"], run["model"]][name].append((test[epoch - 1], epoch, stopped))
+            table[run["dataset"], run["model"]][name].append(
+                (test[epoch - 1], epoch, stopped, len(val))
+            )
     names = list(RULES)
     print("| data set | model | seeds | " + " | ".join(names) + " |")
     print("|---|---|---:|" + "---:|" * len(names))
@@ -79,7 +84,35 @@ def main(argv=None) -> int:
             stops = "/".join(str(r[2]) for r in runs)
             cells.append(f"{nll:.3f} (stop {stops})")
         print(f"| {dataset} | {model} | {len(per_rule[names[0]])} | " + " | ".join(cells) + " |")
+    print()
+    print(summary(table, names))
     return 0
+
+
+def summary(table: dict, names: list[str]) -> str:
+    """Per rule, against the default over every (data set, model): the mean change of test NLL,
+    the largest gain and loss, the pairs it worsens by more than 0.01, and the epochs trained
+    as a share of all epochs."""
+    default = "P=20 (default)"
+    lines = [
+        "| rule | mean change of test NLL | best gain | worst loss | pairs worse by > 0.01 "
+        "| epochs trained |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    total_epochs = sum(r[3] for per_rule in table.values() for r in per_rule[default])
+    for name in names:
+        changes, trained = [], 0
+        for per_rule in table.values():
+            ours = np.mean([r[0] for r in per_rule[name]])
+            changes.append(ours - np.mean([r[0] for r in per_rule[default]]))
+            trained += sum(r[2] for r in per_rule[name])
+        changes = np.array(changes)
+        worse = int((changes > 0.01).sum())
+        lines.append(
+            f"| {name} | {changes.mean():+.3f} | {changes.min():+.3f} | {changes.max():+.3f} | "
+            f"{worse} of {len(changes)} | {100 * trained / total_epochs:.0f} % |"
+        )
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
