@@ -186,14 +186,19 @@ def _rank_table(request, values, models, datasets, csv_rows) -> list[str]:
     }
     lines = ["| metric | | " + " | ".join(models) + " |", "|---|---|" + "---:|" * len(models)]
     used: set = set()
+    run_seeds = sorted(request.run_seeds)
     for metric in METRICS:
         scores = {}
         for dataset in datasets:
             present = [values.get((dataset, m), {}).get(metric, {}) for m in models]
             common = set.intersection(*(set(p) for p in present)) if all(present) else set()
             if common:
-                seeds = sorted(common)
-                scores[dataset] = {m: [p[s] for s in seeds] for m, p in zip(models, present)}
+                # index k of a list is seed k of the request: a seed not run by every method
+                # is NaN, so it is left out rather than ranked as another seed
+                scores[dataset] = {
+                    m: [p[s] if s in common else np.nan for s in run_seeds]
+                    for m, p in zip(models, present)
+                }
         ranks = metrics.average_ranks(scores) if scores else {}
         used |= set(scores)
         ours = [f"{ranks[m][0]:.2f} ({ranks[m][1]:.2f})" if m in ranks else "–" for m in models]

@@ -177,6 +177,27 @@ def test_table3_ranks_and_scores_sit_beside_the_papers(tmp_path):
     assert (float(rank["ours_mean"]), float(rank["paper_mean"])) == (1.0, 1.27)
 
 
+def test_ranks_keep_each_seed_apart_when_a_data_set_lacks_one(tmp_path):
+    """Elevators has seeds 1 and 2 only: they are ranked with wine's seeds 1 and 2, not as
+    seeds 0 and 1."""
+    results = tmp_path / "uci" / "results.csv"
+    results.parent.mkdir()
+    models = paper.TABLE_MODELS["table1"]  # avdgp-ar1, avdgp-ar2, avdgp-ar2p
+    for seed in (0, 1, 2):
+        order = models if seed == 0 else models[::-1]  # seed 0: AR1 first; 1, 2: AR2P first
+        for rank, model in enumerate(order):
+            append_row(results, _uci_row("wine", model, seed, 1.0 + rank))
+            if seed > 0:
+                append_row(results, _uci_row("elevators", model, seed, 1.0 + rank))
+    request = paper.PaperRequest(
+        "table1", tmp_path, datasets=["wine", "elevators"], render_only=True
+    )
+    text = paper.run_paper(request, stream=None).read_text()
+    # AR1 ranks 1, 3, 3 over seeds 0, 1, 2: mean 2.33, std 0.94; AR2P 3, 1, 1
+    assert "| NLL | ours | 2.33 (0.94) | 2.00 (0.00) | 1.67 (0.94) |" in text
+    assert "Ranks over the 2 data sets" in text
+
+
 def test_table4_compares_ratios_to_dsdgp(tmp_path):
     results = tmp_path / "timing" / "results.csv"
     results.parent.mkdir()
