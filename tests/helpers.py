@@ -6,7 +6,9 @@ so paths are taken from here, not from a test file's depth."""
 from __future__ import annotations
 
 import gzip
+import importlib.util
 from pathlib import Path
+from types import ModuleType
 from typing import Sequence
 
 import numpy as np
@@ -32,6 +34,14 @@ SCRIPTS_DIR = TESTS_DIR / "scripts"
 FIXTURES_DIR = TESTS_DIR / "fixtures"
 #: The UCI data beside the repository (``../shared/data/uci``); tests that need it skip without.
 UCI_ROOT = REPO_ROOT.parent / "shared" / "data" / "uci"
+
+
+def load_benchmark(name: str) -> ModuleType:
+    """The script ``benchmarks/<name>.py`` as a module (the benchmarks are no package)."""
+    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def run_cli(capsys, args: Sequence[object]) -> tuple[int, str, str]:

@@ -1,22 +1,16 @@
 """``benchmarks/replay_stopping.py`` replays Keras' ``EarlyStopping`` on recorded curves: the
 epoch it keeps and the epoch it stops at must be Keras' own."""
 
-import importlib.util
 import json
 
 import numpy as np
 import pytest
 from gpflow.keras import tf_keras
-from helpers import REPO_ROOT
-
-REPLAY = REPO_ROOT / "benchmarks" / "replay_stopping.py"
+from helpers import load_benchmark
 
 
 def _replay_module():
-    spec = importlib.util.spec_from_file_location("replay_stopping", REPLAY)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("replay_stopping")
 
 
 class _Model:

@@ -1,18 +1,11 @@
 """The tables of ``benchmarks/speed.py``: AVDGP against DS-DGP per configuration, and epoch
 time against the number of training steps per call of the train function."""
 
-import importlib.util
-
-from helpers import REPO_ROOT
-
-SPEED = REPO_ROOT / "benchmarks" / "speed.py"
+from helpers import load_benchmark
 
 
 def _speed_module():
-    spec = importlib.util.spec_from_file_location("speed_benchmark", SPEED)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("speed")
 
 
 def _record(model, seconds, steps_per_execution=None, predict=0.5):
