@@ -316,14 +316,30 @@ def _score_figures(request, values, models, datasets) -> list[str]:
         if shown:
             means = {key: mean for key, (mean, _, _) in stats.items()}
             stds = {key: std for key, (_, std, _) in stats.items()}
-            path = request.out / f"table5_{metric}.png"
+            path = request.out / f"{output_stem(request)}_{metric}.png"
             plots.plot_benchmark_metric(metric, shown, models, means, stds, path)
             lines.append(f"![test {metric}]({path.name})")
     return lines
 
 
+def output_stem(request: PaperRequest) -> str:
+    """``table2``, or ``table2_full`` / ``table5_paper``: other budgets and presets keep their files.
+
+    A full-budget render must not overwrite the reduced table beside it (and vice versa).
+    """
+    stem = request.table.replace("-", "_")
+    if request.budget != "reduced":
+        stem += f"_{request.budget}"
+    if request.preset != "default":
+        stem += f"_{request.preset}"
+    return stem
+
+
 def render(request: PaperRequest) -> Path:
-    """Write ``<table>.md`` and ``<table>.csv`` in ``request.out``; returns the Markdown path."""
+    """Write ``<stem>.md`` and ``<stem>.csv`` (:func:`output_stem`) in ``request.out``.
+
+    :returns: the Markdown path.
+    """
     from .paper_toy_tables import render_ablation, render_table2
 
     csv_rows: list[dict] = []
@@ -333,7 +349,7 @@ def render(request: PaperRequest) -> Path:
         lines = render_ablation(request, csv_rows)
     else:
         lines = _render_uci(request, csv_rows)
-    stem = request.table.replace("-", "_")
+    stem = output_stem(request)
     with (request.out / f"{stem}.csv").open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
         writer.writeheader()

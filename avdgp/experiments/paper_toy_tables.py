@@ -9,7 +9,7 @@ import numpy as np
 
 from . import plots
 from .paper import PaperRequest, toy_runs
-from .paper_tables import csv_row, format_stats, header, mean_std, paper_numbers
+from .paper_tables import csv_row, format_stats, header, mean_std, output_stem, paper_numbers
 from .toy_grid import ABLATION_DEPTHS, QUERIES, ablation_run, inducing_file, read_toy_rows
 
 __all__ = ["render_ablation", "render_table2"]
@@ -114,7 +114,7 @@ def render_ablation(request: PaperRequest, csv_rows: list) -> list[str]:
     if present:
         path = plots.plot_runs(
             {name: errors[name] for name in present},
-            request.out / "inference_ablation.png",
+            request.out / f"{output_stem(request)}.png",
             title="Toy test error rate (%) per run; bar: mean ± std",
         )
         lines += ["", f"![test error per run]({path.name})"]
@@ -131,7 +131,7 @@ def render_ablation(request: PaperRequest, csv_rows: list) -> list[str]:
                 best[f"{name} (seed {seed})"] = np.load(file)
         if best:
             path = plots.plot_inducing_points(
-                QUERIES, best, request.out / "inference_ablation_inducing.png"
+                QUERIES, best, request.out / f"{output_stem(request)}_inducing.png"
             )
             lines += [
                 "",

@@ -251,6 +251,25 @@ def test_toy_tables_render_from_their_rows(tmp_path):
     assert (tmp_path / "inference_ablation_inducing.png").stat().st_size > 0
 
 
+def test_other_budgets_and_presets_render_to_their_own_files(tmp_path):
+    """A full-budget or paper-preset render must not overwrite the reduced default table."""
+    written = {}
+    for budget, preset in (("reduced", "default"), ("full", "default"), ("reduced", "paper")):
+        request = paper.PaperRequest(
+            "table5", tmp_path, budget=budget, preset=preset, datasets=["wine"], render_only=True
+        )
+        written[budget, preset] = paper.run_paper(request, stream=None)
+    assert [path.name for path in written.values()] == [
+        "table5.md",
+        "table5_full.md",
+        "table5_paper.md",
+    ]
+    assert "Budget **reduced**" in written["reduced", "default"].read_text()
+    assert "Budget **full**" in written["full", "default"].read_text()
+    assert "Preset `paper`" in written["reduced", "paper"].read_text()
+    assert (tmp_path / "table5_full.csv").exists() and (tmp_path / "table5_paper.csv").exists()
+
+
 # ------------------------------------------------------------------------- running
 def test_a_uci_table_runs_resumes_and_renders_without_training(tmp_path, rng, tiny_budget, capsys):
     """One model (``--models``) keeps it short; the slow test below runs all three of Table 1."""
@@ -274,13 +293,13 @@ def test_a_uci_table_runs_resumes_and_renders_without_training(tmp_path, rng, ti
     assert [(r["model"], r["status"], r["epochs"]) for r in rows] == [("avdgp-ar2p", "ok", "2")]
     assert "Still missing: tinyset avdgp-ar1 (seeds 0); tinyset avdgp-ar2 (seeds 0)." in out
     assert "| | paper | 2.23 (0.49) | 2.03 (0.51) | 1.75 (0.43) |" in out
-    table = (tmp_path / "out" / "table1.md").read_text()
+    table = (tmp_path / "out" / "table1_tiny.md").read_text()
     status, _, err = run_cli(capsys, args + ["--models", "avdgp-ar2p"])  # a rerun trains nothing
     assert status == 0 and err.count("done, skipped") == 1
     assert len(list(csv.DictReader((tmp_path / "out" / "uci" / "results.csv").open()))) == 1
-    (tmp_path / "out" / "table1.md").unlink()
+    (tmp_path / "out" / "table1_tiny.md").unlink()
     status, out, _ = run_cli(capsys, args + ["--render-only"])
-    assert status == 0 and (tmp_path / "out" / "table1.md").read_text() == table
+    assert status == 0 and (tmp_path / "out" / "table1_tiny.md").read_text() == table
 
 
 def test_paper_command_rejects_bad_input(capsys, tmp_path):
@@ -318,7 +337,7 @@ def test_every_table_runs_end_to_end_on_a_tiny_budget(table, tmp_path, rng, tiny
     status, out, err = run_cli(capsys, args)
     assert status == 0, err
     assert "All runs finished." in out
-    stem = table.replace("-", "_")
+    stem = table.replace("-", "_") + "_tiny"
     assert (tmp_path / "out" / f"{stem}.csv").stat().st_size > 0
     status, _, err = run_cli(capsys, args)
     assert status == 0 and "done, skipped" in err and "epoch 1/" not in err
