@@ -323,7 +323,7 @@ def _score_figures(request, values, models, datasets) -> list[str]:
 
 
 def output_stem(request: PaperRequest) -> str:
-    """``table2``, or ``table2_full`` / ``table5_paper``: other budgets and presets keep their files.
+    """``table2``, or ``table2_full`` / ``table5_paper``: each budget and preset its own files.
 
     A full-budget render must not overwrite the reduced table beside it (and vice versa).
     """
