@@ -14,8 +14,9 @@ Examples::
 
 Variants are ``name=value`` overrides applied after the model is built (``lengthscale``,
 ``bias_scale``, ``kernel_variance``, ``noise``) or to the settings (``lr``, ``num_points``,
-``hidden_layers``, ``kl``, ``dtype``, ``whiten``, ``width``, ``schedule``); ``baseline`` changes
-nothing. Each line of the output file is one evaluation: variant, seed, step, seconds, metrics.
+``hidden_layers``, ``kl``, ``dtype``, ``whiten``, ``ard``, ``width``, ``schedule``); ``baseline``
+changes nothing. Each line of the output file is one evaluation: variant, seed, step, seconds,
+metrics.
 """
 
 from __future__ import annotations
@@ -166,6 +167,8 @@ def _layer_options(overrides: dict) -> dict:
         extra["inducing_init"] = overrides["init"]
     if "whiten" in overrides:
         extra["whiten"] = overrides["whiten"] == "1"
+    if "ard" in overrides:
+        extra["ard"] = overrides["ard"] == "1"
     return extra
 
 
