@@ -308,7 +308,7 @@ def _render_uci(request: PaperRequest, csv_rows: list) -> list[str]:
 
 
 def _score_figures(request, values, models, datasets) -> list[str]:
-    """``table5_<metric>.png``, the paper's Figs. of test NLL, RMSE and CRPS per data set."""
+    """``<stem>_<metric>.png``: the paper's Figs. of test NLL, RMSE and CRPS per data set."""
     lines = []
     for metric in METRICS:
         stats = {key: mean_std(v[metric].values()) for key, v in values.items() if v.get(metric)}
