@@ -5,6 +5,8 @@ builds, in the ``.keras`` format and the TensorFlow SavedModel format (a path wi
 with no ``custom_objects``: the layers and the loss are registered Keras serializables.
 :func:`load_model` adds what ``tf_keras`` lacks:
 
+* the file is checked before anything in it is deserialised (:mod:`.model_file`): a file
+  naming code outside the allow list raises :class:`UnsafeModelError`;
 * a missing, truncated or corrupt file raises :class:`ModelFileError` (a ``ValueError``) with
   a one-line message naming the file and the problem, instead of whatever ``zipfile``,
   ``h5py``, ``protobuf`` or TensorFlow raise deep inside the loader;
@@ -16,25 +18,19 @@ with no ``custom_objects``: the layers and the loss are registered Keras seriali
 from __future__ import annotations
 
 import os
-import zipfile
-import zlib
-from typing import Union
+from typing import Any, Mapping, Optional, Union
 
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
 from ..layers.likelihood_layer import TrainableLikelihood
 from ..objectives import AVDGPLoss
+from .errors import ModelFileError, UnsafeModelError
+from .model_file import check_model_file
 
-__all__ = ["ModelFileError", "load_model"]
+__all__ = ["ModelFileError", "UnsafeModelError", "load_model"]
 
-#: Members every ``.keras`` archive written by ``tf_keras`` holds.
-KERAS_ARCHIVE_MEMBERS = ("config.json", "metadata.json", "model.weights.h5")
 _OPTIMIZER_PREFIX = "optimizer/"
-
-
-class ModelFileError(ValueError):
-    """A saved model file or SavedModel directory that cannot be loaded."""
 
 
 def _one_line(error: BaseException, limit: int = 200) -> str:
@@ -42,38 +38,6 @@ def _one_line(error: BaseException, limit: int = 200) -> str:
     lines = str(error).strip().splitlines()
     text = f"{type(error).__name__}: {lines[0] if lines else ''}".rstrip(": ")
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _check_keras_archive(path: str) -> None:
-    if not path.endswith(".keras"):
-        raise ModelFileError(
-            f"{path}: expected a .keras archive or a SavedModel directory, got a file without "
-            "the .keras suffix"
-        )
-    if not zipfile.is_zipfile(path):
-        raise ModelFileError(f"{path}: not a valid .keras archive (truncated or corrupt?)")
-    try:
-        with zipfile.ZipFile(path) as archive:
-            missing = [name for name in KERAS_ARCHIVE_MEMBERS if name not in archive.namelist()]
-            damaged = archive.testzip()  # CRC of every member
-    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError) as error:
-        raise ModelFileError(
-            f"{path}: not a valid .keras archive (truncated or corrupt?): {_one_line(error)}"
-        ) from error
-    if missing:
-        raise ModelFileError(f"{path}: not a .keras model archive (missing {', '.join(missing)})")
-    if damaged is not None:
-        raise ModelFileError(f"{path}: corrupt .keras archive ({damaged} fails its CRC check)")
-
-
-def _check_saved_model_dir(path: str) -> None:
-    if not os.path.isfile(os.path.join(path, "saved_model.pb")):
-        raise ModelFileError(f"{path}: not a SavedModel directory (no saved_model.pb)")
-    if not os.path.isfile(_variables_prefix(path) + ".index"):
-        raise ModelFileError(
-            f"{path}: incomplete SavedModel (no variables/variables.index: the weights are "
-            "missing)"
-        )
 
 
 def _variables_prefix(path: str) -> str:
@@ -97,37 +61,47 @@ def _restore_saved_model_optimizer(model: tf_keras.Model, path: str) -> None:
 
 
 def load_model(
-    path: Union[str, os.PathLike], *, safe_mode: bool = True, compile: bool = True
+    path: Union[str, os.PathLike],
+    *,
+    compile: bool = True,
+    custom_objects: Optional[Mapping[str, Any]] = None,
 ) -> tf_keras.Model:
-    """``tf_keras.models.load_model`` with clear errors and the SavedModel optimizer state.
+    """``tf_keras.models.load_model`` after a safety check, with clear errors and the
+    SavedModel optimizer state.
+
+    Before anything in the file is deserialised, :func:`~gpflux_avdgp.io.model_file.
+    check_model_file` reads it as data and refuses code outside the allow list (Keras', GPflow's,
+    GPflux's and this package's objects): no ``Lambda``, no module the file names is imported,
+    no archive member or link outside the file's folder, no graph op that runs Python or writes
+    files. To load a file you trust that needs more, use ``tf_keras.models.load_model``.
 
     :param path: a ``.keras`` file or a SavedModel directory written by ``model.save``.
-    :param safe_mode: refuse to deserialise Python ``lambda`` code (``.keras`` format; the
-        package's own layers never need it).
     :param compile: compile the model with its saved loss and optimizer (with the saved
         optimizer state).
+    :param custom_objects: classes and functions of your own code that the file may name, by
+        the name it uses (as for ``tf_keras``); being your code, they are trusted.
+    :raises UnsafeModelError: the file names code or paths outside the allow list (one line
+        naming what and where); nothing of it was deserialised.
     :raises ModelFileError: if ``path`` is missing, not a ``.keras`` archive or SavedModel
         directory, truncated or corrupt, or does not describe a loadable model; the message
         is one line naming the file and the problem (the original error is chained).
     """
     path = os.fspath(path)
-    if not os.path.exists(path):
-        raise ModelFileError(f"{path}: no such file or directory")
-    is_saved_model = os.path.isdir(path)
-    if is_saved_model:
-        _check_saved_model_dir(path)
-    else:
-        _check_keras_archive(path)
+    is_saved_model = check_model_file(path, custom_objects=custom_objects)
+    kind = "SavedModel" if is_saved_model else ".keras archive"
     try:
-        model = tf_keras.models.load_model(path, safe_mode=safe_mode, compile=compile)
+        model = tf_keras.models.load_model(
+            path, custom_objects=custom_objects, compile=compile, safe_mode=True
+        )
         if is_saved_model and compile:
             _restore_saved_model_optimizer(model, path)
     except Exception as error:  # any failure inside the loaders means a bad file
-        kind = "SavedModel" if is_saved_model else ".keras archive"
         raise ModelFileError(
             f"{path}: the {kind} cannot be loaded (truncated, corrupt or not written by "
             f"model.save?): {_one_line(error)}"
         ) from error
+    if not isinstance(model, tf_keras.Model):
+        raise ModelFileError(f"{path}: the {kind} holds a {type(model).__name__}, not a model")
     _bind_reloaded_loss(model)
     return model
 

@@ -535,7 +535,7 @@ def assert_one_line_load_error(path: str, message: str) -> ModelFileError:
 
 def test_load_model_loads_both_formats(saved):
     for path in saved.values():
-        model = gpflux_avdgp.load_model(path, safe_mode=True)
+        model = gpflux_avdgp.load_model(path)
         assert_loss_shares_likelihood(model)
         assert model.optimizer.iterations.numpy() == 5
 
