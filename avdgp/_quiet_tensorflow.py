@@ -17,7 +17,7 @@ import re
 import sys
 import tempfile
 
-__all__ = ["import_tensorflow_quietly"]
+__all__ = ["import_tensorflow_quietly", "running_the_cli"]
 
 _NOISE = re.compile(
     r"^(WARNING: All log messages before absl::InitializeLog\(\) is called"

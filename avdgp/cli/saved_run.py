@@ -55,6 +55,23 @@ def _load_keras_model(path: Path, command: str):
         ) from error
 
 
+def _model_file(directory: Path, keras_file: Any, run_file: Path, command: str) -> Path:
+    """``run.json``'s model file: a plain name of a file inside MODEL_DIR, nothing else."""
+    name = keras_file if isinstance(keras_file, str) else ""
+    inside = (
+        name
+        and Path(name).name == name
+        and name not in (".", "..")
+        and (directory / name).resolve().parent == directory.resolve()
+    )
+    if not inside:
+        raise CommandLineError(
+            f"avdgp {command}: {run_file}: refused: keras_file {keras_file!r} is not a file "
+            "name inside MODEL_DIR (a model is only loaded from its own folder)"
+        )
+    return directory / name
+
+
 def load_saved_run(model_dir: str, command: str) -> SavedRun:
     """Read ``MODEL_DIR`` (``run.json`` and ``model.keras``) or raise a one-line CommandLineError.
 
@@ -99,7 +116,7 @@ def load_saved_run(model_dir: str, command: str) -> SavedRun:
             f"{where}: holds no model.keras (the {label} model could not be serialised when it "
             "was saved); fit it again with a newer 'avdgp fit --save'"
         )
-    model_file = directory / keras_file
+    model_file = _model_file(directory, keras_file, run_file, command)
     if not model_file.is_file():
         raise CommandLineError(f"avdgp {command}: {model_file}: missing")
     if scaling is None:

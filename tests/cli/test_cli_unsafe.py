@@ -1,0 +1,130 @@
+"""Planted payloads through the command line: ``avdgp predict`` and ``avdgp export`` on a model
+folder from elsewhere execute nothing, load nothing from outside the folder, and end with one
+line and exit status 2. The library-level payloads are in ``tests/io/test_unsafe_files.py``.
+
+The model folder is assembled by hand (``run.json`` beside a ``model.keras``) rather than by
+``avdgp fit --save``, so the default suite stays fast; ``test_cli_export.py`` covers folders
+that ``fit`` writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import gpflow
+import numpy as np
+import pytest
+from helpers import assert_one_line_cli_error
+from payloads import insert_layer, pipepager_lambda, planted
+
+import gpflux_avdgp
+from avdgp.cli import main
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> Path:
+    """A model folder as ``avdgp fit --save`` writes it: ``run.json`` and ``model.keras``."""
+    folder = tmp_path_factory.mktemp("run")
+    likelihood = gpflow.likelihoods.Gaussian(0.1)
+    model = gpflux_avdgp.build_avdgp(2, [1], 3, 16, likelihood, seed=0)
+    model.compile("adam")
+    model.save(folder / "model.keras")
+    run = {
+        "spec": {"task": "regression", "model": "avdgp"},
+        "result": {"dtype": "float64", "label": "avdgp-ar2p"},
+        "keras_file": "model.keras",
+        "standardizer": {"x_mean": [0.0, 0.0], "x_std": [1.0, 1.0], "y_mean": 0.0, "y_std": 1.0},
+    }
+    (folder / "run.json").write_text(json.dumps(run))
+    np.savetxt(folder / "data.csv", np.random.default_rng(0).normal(size=(5, 2)), delimiter=",")
+    return folder
+
+
+def copy_run(model_dir: Path, target: Path, **run_changes) -> Path:
+    target.mkdir()
+    run = json.loads((model_dir / "run.json").read_text())
+    run.update(run_changes)
+    (target / "run.json").write_text(json.dumps(run))
+    return target
+
+
+def test_the_legitimate_folder_predicts(model_dir, capsys):
+    assert main(["predict", str(model_dir), str(model_dir / "data.csv")]) == 0
+    assert capsys.readouterr().out.startswith("mean,std,lower_95,upper_95\n")
+
+
+@pytest.mark.parametrize("command", ["predict", "export"])
+def test_a_lambda_naming_a_shell_function_never_runs(model_dir, tmp_path, capsys, command):
+    marker = tmp_path / "marker"
+    folder = copy_run(model_dir, tmp_path / "run")
+    planted(
+        model_dir / "model.keras",
+        folder,
+        lambda config: insert_layer(config, pipepager_lambda(marker), 1),
+    )
+    last = str(model_dir / "data.csv") if command == "predict" else str(tmp_path / "export")
+    status = main([command, str(folder), last])
+    captured = capsys.readouterr()
+    assert_one_line_cli_error(status, captured.out, captured.err, "refused at")
+    assert "Lambda" in captured.err
+    assert not marker.exists() and not (tmp_path / "export").exists()
+
+
+@pytest.mark.parametrize(
+    "keras_file", ["/etc/hostname", "../outside.keras", "sub/model.keras", "", 3, "link.keras"]
+)
+def test_run_json_cannot_point_outside_the_folder(model_dir, tmp_path, capsys, keras_file):
+    outside = tmp_path / "outside.keras"
+    outside.write_bytes((model_dir / "model.keras").read_bytes())
+    folder = copy_run(model_dir, tmp_path / "run", keras_file=keras_file)
+    (folder / "sub").mkdir()
+    (folder / "sub" / "model.keras").write_bytes(outside.read_bytes())
+    os.symlink(outside, folder / "link.keras")
+    status = main(["predict", str(folder), str(model_dir / "data.csv")])
+    captured = capsys.readouterr()
+    assert_one_line_cli_error(status, captured.out, captured.err, "refused: keras_file")
+    assert "inside MODEL_DIR" in captured.err
+
+
+def test_archive_traversal_is_refused(model_dir, tmp_path, capsys):
+    folder = copy_run(model_dir, tmp_path / "run")
+    planted(model_dir / "model.keras", folder, lambda config: None, extra={"../x.py": b"x"})
+    status = main(["export", str(folder), str(tmp_path / "export")])
+    captured = capsys.readouterr()
+    expected = "refused: archive member '../x.py' points outside it"
+    assert_one_line_cli_error(status, captured.out, captured.err, expected)
+    assert not (tmp_path / "x.py").exists()
+
+
+@pytest.mark.slow  # a subprocess; the in-process refusals above are the default-suite tests
+def test_python_m_avdgp_in_the_model_folder_imports_nothing_from_it(model_dir, tmp_path):
+    """``python -m avdgp predict . data.csv`` run inside a folder that ships ``payload.py``
+    (named by the config) and ``tempfile.py`` (a standard module ``avdgp`` imports): neither
+    runs, the config is refused, exit status 2."""
+    folder = copy_run(model_dir, tmp_path / "run")
+    marker = tmp_path / "marker"
+    entry = {"module": "payload", "class_name": "Payload", "config": {}, "registered_name": None}
+
+    def edit(config: dict) -> None:
+        config["compile_config"]["loss"] = entry
+
+    planted(model_dir / "model.keras", folder, edit)
+    for name in ("payload", "tempfile"):
+        (folder / f"{name}.py").write_text(f"open({str(marker)!r}, 'a').write({name!r})\n")
+    (folder / "data.csv").write_bytes((model_dir / "data.csv").read_bytes())
+    done = subprocess.run(
+        [sys.executable, "-m", "avdgp", "predict", ".", "data.csv"],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": ""},
+    )
+    assert done.returncode == 2, done.stderr
+    assert "module 'payload', which is not loaded" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert not marker.exists(), marker.read_text()
