@@ -3,14 +3,24 @@ checks and the printed result record."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import IO, Iterator, Optional
 
 from ..errors import CommandLineError
 
-__all__ = ["check_output_file", "check_output_paths", "one_line", "print_record", "progress_stream"]
+__all__ = [
+    "check_output_file",
+    "check_output_paths",
+    "one_line",
+    "print_record",
+    "progress_stream",
+    "write_failure",
+    "writing_atomically",
+]
 
 
 def progress_stream(args) -> Optional[object]:
@@ -54,6 +64,35 @@ def check_output_file(command: str, option: str, value: Optional[str]) -> None:
     existing = next((p for p in path.absolute().parents if p.exists()), Path("."))
     if not existing.is_dir() or not os.access(existing, os.W_OK):
         raise CommandLineError(f"avdgp {command}: {option} {value}: {existing} is not writable")
+
+
+def write_failure(command: str, what: str, error: OSError) -> CommandLineError:
+    """One line for a failed write (full disk, lost permission), naming what was written."""
+    reason = os.strerror(error.errno) if error.errno else (error.strerror or one_line(error))
+    hint = "; free some space and run it again" if error.errno == errno.ENOSPC else ""
+    return CommandLineError(f"avdgp {command}: {what}: could not write ({reason}){hint}")
+
+
+@contextlib.contextmanager
+def writing_atomically(path: Path, command: str, option: str) -> Iterator[IO[str]]:
+    """A text file to write ``path`` through: written under a temporary name beside it and
+    renamed once complete, so a full disk or a kill never leaves a partial file under ``path``.
+
+    :raises CommandLineError: one line naming ``option`` and ``path`` if the write fails.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    try:
+        with open(partial, "w", newline="", encoding="utf-8") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        partial.replace(path)
+    except OSError as error:
+        raise write_failure(command, f"{option} {path}", error) from None
+    finally:
+        with contextlib.suppress(OSError):
+            partial.unlink()
 
 
 def print_record(record) -> None:

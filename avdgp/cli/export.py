@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from ..errors import CommandLineError
+from .common import write_failure
 from .saved_run import load_saved_run
 
 __all__ = ["export_command"]
@@ -26,6 +27,8 @@ def _check_export_dir(value: str) -> None:
 
 
 def export_command(args) -> int:
+    import tensorflow as tf
+
     from gpflux_avdgp.io.serving import SIGNATURES, export
 
     from ..training import float_type
@@ -39,8 +42,17 @@ def export_command(args) -> int:
         "target_name": saved.data.get("target_name"),
         "classes": saved.data.get("classes"),
     }
-    with float_type(saved.dtype):
-        path = export(saved.model, args.export_dir, standardizer=saved.standardizer, metadata=extra)
+    try:
+        with float_type(saved.dtype):
+            path = export(
+                saved.model, args.export_dir, standardizer=saved.standardizer, metadata=extra
+            )
+    except OSError as error:  # a full disk: nothing is left under EXPORT_DIR's name
+        raise write_failure("export", f"EXPORT_DIR {args.export_dir}", error) from None
+    except tf.errors.OpError as error:  # TensorFlow's own file writes
+        raise write_failure(
+            "export", f"EXPORT_DIR {args.export_dir}", OSError(0, error.message.splitlines()[0])
+        ) from None
     served = "outputs in original units"
     if saved.task == "classification":
         served = "predict_y's mean: the class probabilities, the labels in metadata()'s classes"

@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 import numpy as np
 
 from ..errors import CommandLineError
-from .common import check_output_file
+from .common import check_output_file, writing_atomically
 from .saved_run import SavedRun, load_saved_run
 
 __all__ = ["predict_command"]
@@ -93,6 +93,21 @@ def _format(value: float) -> str:
     return repr(float(value))
 
 
+#: Rows predicted and written at a time: memory stays flat in the number of rows.
+CHUNK_ROWS = 10_000
+
+
+def _prediction_chunks(
+    saved: SavedRun, inputs: np.ndarray, batch_size: int
+) -> Iterator[list[list[str]]]:
+    """The CSV rows of ``predict`` for raw features ``inputs`` ``[N, D]``: the header, then the
+    rows of each chunk of :data:`CHUNK_ROWS` inputs as soon as it is predicted."""
+    chunk = max(CHUNK_ROWS, batch_size)
+    for start in range(0, len(inputs), chunk):
+        rows = _prediction_rows(saved, inputs[start : start + chunk], batch_size)
+        yield rows if start == 0 else rows[1:]
+
+
 def _prediction_rows(saved: SavedRun, inputs: np.ndarray, batch_size: int) -> list[list[str]]:
     """The CSV rows (header first) of ``predict`` for raw features ``inputs`` ``[N, D]``."""
     from gpflux_avdgp.prediction import predict_mixture
@@ -161,17 +176,21 @@ def predict_command(args) -> int:
     target = args.target if args.target is not None else saved.data.get("target")
     classifier = saved.task == "classification"
     inputs = _feature_columns(args.data, saved.num_features, target, class_labels=classifier)
-    rows = _prediction_rows(saved, inputs, args.batch_size)
+    chunks = _prediction_chunks(saved, inputs, args.batch_size)
     if args.out is None:
         try:
-            csv.writer(sys.stdout, lineterminator="\n").writerows(rows)
+            for rows in chunks:
+                csv.writer(sys.stdout, lineterminator="\n").writerows(rows)
             sys.stdout.flush()
         except BrokenPipeError:  # e.g. '| head': the reader has all it wants
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", newline="", encoding="utf-8") as handle:
-        csv.writer(handle, lineterminator="\n").writerows(rows)
-    print(f"{saved.label}: {len(rows) - 1} predictions ({', '.join(rows[0])}) in {out}")
+    header = None
+    with writing_atomically(out, "predict", "--out") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        for rows in chunks:
+            header = header or rows[0]
+            writer.writerows(rows)
+    print(f"{saved.label}: {len(inputs)} predictions ({', '.join(header)}) in {out}")
     return 0

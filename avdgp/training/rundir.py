@@ -219,7 +219,12 @@ def save_run(
     """
     directory.mkdir(parents=True, exist_ok=True)
     built.model.save_weights(str(directory / "weights"))
-    built.model.save(directory / "model.keras")
+    partial_model = directory / f".model.partial-{os.getpid()}.keras"
+    try:  # renamed once complete: a kill or a full disk never leaves half a model.keras
+        built.model.save(partial_model)
+        partial_model.replace(directory / "model.keras")
+    finally:
+        partial_model.unlink(missing_ok=True)
     info = {
         "spec": asdict(built.spec),
         "standardizer": None if standardizer is None else asdict(standardizer),

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
@@ -344,7 +345,23 @@ def export(
         raise ValueError(f"metadata: expected JSON-able values ({error})") from None
     module = _ServingModule(model, likelihood, scaling, dtype, input_dim, output_dim, metadata_json)
     signatures = {name: getattr(module, name) for name in SIGNATURES}
-    tf.saved_model.save(module, str(target), signatures=signatures)
-    (target / METADATA_FILE).parent.mkdir(exist_ok=True)
-    (target / METADATA_FILE).write_text(metadata_json)
+    partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
+    try:  # written beside the target and swapped in: a failure never leaves half an export
+        tf.saved_model.save(module, str(partial), signatures=signatures)
+        (partial / METADATA_FILE).parent.mkdir(exist_ok=True)
+        (partial / METADATA_FILE).write_text(metadata_json)
+        _swap_in(partial, target)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
     return target
+
+
+def _swap_in(partial: Path, target: Path) -> None:
+    """Rename the finished folder ``partial`` to ``target``, replacing a previous export."""
+    if not target.exists():
+        partial.rename(target)
+        return
+    previous = target.with_name(f".{target.name}.previous-{os.getpid()}")
+    target.rename(previous)
+    partial.rename(target)
+    shutil.rmtree(previous, ignore_errors=True)

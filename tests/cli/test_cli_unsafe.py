@@ -1,6 +1,7 @@
 """Planted payloads through the command line: ``avdgp predict`` and ``avdgp export`` on a model
 folder from elsewhere execute nothing, load nothing from outside the folder, and end with one
-line and exit status 2. The library-level payloads are in ``tests/io/test_unsafe_files.py``.
+line and exit status 2; a failed write (a full disk) leaves no partial file under the output's
+name. The library-level payloads are in ``tests/io/test_unsafe_files.py``.
 
 The model folder is assembled by hand (``run.json`` beside a ``model.keras``) rather than by
 ``avdgp fit --save``, so the default suite stays fast; ``test_cli_export.py`` covers folders
@@ -9,6 +10,7 @@ that ``fit`` writes.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -22,7 +24,7 @@ from helpers import assert_one_line_cli_error
 from payloads import insert_layer, pipepager_lambda, planted
 
 import gpflux_avdgp
-from avdgp.cli import main
+from avdgp.cli import main, predict
 
 
 @pytest.fixture(scope="module")
@@ -128,3 +130,57 @@ def test_python_m_avdgp_in_the_model_folder_imports_nothing_from_it(model_dir, t
     assert "module 'payload', which is not loaded" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert not marker.exists(), marker.read_text()
+
+
+# ------------------------------------------------------------------- faults lose nothing
+def no_space(*args, **kwargs):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_predict_writes_in_chunks_the_same_rows(model_dir, tmp_path, capsys, monkeypatch):
+    """Rows are predicted and written a chunk at a time (memory flat in the rows); the file is
+    the same as in one piece."""
+    data = str(model_dir / "data.csv")
+    assert main(["predict", str(model_dir), data, "--out", str(tmp_path / "whole.csv")]) == 0
+    monkeypatch.setattr(predict, "CHUNK_ROWS", 2)
+    assert main(["predict", str(model_dir), data, "--out", str(tmp_path / "chunks.csv")]) == 0
+    assert main(["predict", str(model_dir), data]) == 0
+    whole = (tmp_path / "whole.csv").read_text()
+    assert (tmp_path / "chunks.csv").read_text() == whole
+    assert whole.count("mean") == 1 and len(whole.splitlines()) == 6
+    assert capsys.readouterr().out.endswith(whole)
+
+
+def test_a_failed_predict_write_leaves_no_partial_file(model_dir, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "predictions.csv"
+    out.write_text("the previous predictions\n")
+    monkeypatch.setattr(os, "fsync", no_space)
+    status = main(["predict", str(model_dir), str(model_dir / "data.csv"), "--out", str(out)])
+    captured = capsys.readouterr()
+    expected = f"--out {out}: could not write (No space left on device); free some space"
+    assert_one_line_cli_error(status, captured.out, captured.err, expected)
+    assert out.read_text() == "the previous predictions\n"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["predictions.csv"]
+
+
+def test_a_failed_export_leaves_the_previous_one(model_dir, tmp_path, capsys, monkeypatch):
+    import tensorflow as tf
+
+    target = tmp_path / "export"
+    assert main(["export", str(model_dir), str(target)]) == 0
+    capsys.readouterr()
+    before = sorted(path.relative_to(target) for path in target.rglob("*"))
+    save = tf.saved_model.save
+
+    def save_then_fail(module, path, **options):
+        save(module, path, **options)
+        no_space()
+
+    monkeypatch.setattr(tf.saved_model, "save", save_then_fail)
+    status = main(["export", str(model_dir), str(target)])
+    captured = capsys.readouterr()
+    expected = f"EXPORT_DIR {target}: could not write (No space left on device)"
+    assert_one_line_cli_error(status, captured.out, captured.err, expected)
+    assert sorted(path.relative_to(target) for path in target.rglob("*")) == before
+    assert [path.name for path in tmp_path.iterdir()] == ["export"]
+    assert tf.saved_model.load(str(target)).signatures["predict_y"] is not None
