@@ -126,3 +126,31 @@ def check_feature_matrix(
                 f"{name}[{row}, {col}] = {float(array[row, col])!r})"
             )
     return array
+
+
+def check_finite_data(name: str, value: object) -> None:
+    """Refuse NaN or inf in ``value`` when it is in-memory data (a NumPy array, an eager tensor
+    or a list of them, e.g. ``fit``'s ``x`` and ``y``); datasets and generators pass unread.
+
+    :raises ValueError: naming ``name``, how many values are bad and where the first is.
+    """
+    if isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            check_finite_data(f"{name}[{index}]", item)
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            check_finite_data(f"{name}[{key!r}]", item)
+        return
+    if hasattr(value, "numpy") and callable(value.numpy) and hasattr(value, "dtype"):
+        value = value.numpy()
+    if not isinstance(value, np.ndarray) or value.dtype.kind not in "fc":
+        return
+    bad = ~np.isfinite(value)
+    if bad.any():
+        first = tuple(int(i) for i in np.argwhere(bad)[0])
+        where = ", ".join(map(str, first))
+        raise ValueError(
+            f"{name}: {int(bad.sum())} of {value.size} values are NaN or inf (first at "
+            f"[{where}]: {value[first]!r}); drop or impute those rows"
+        )
