@@ -379,17 +379,14 @@ class AVDGPModel(tf_keras.Sequential):
     def fit(self, x=None, y=None, *args, **kwargs):
         """``tf_keras.Model.fit``; NaN or inf in in-memory ``x`` or ``y`` is refused naming the
         array, before a GP layer would meet it."""
-        check_finite_data("x", x)
-        check_finite_data("y", y)
-        check_finite_data("validation_data", kwargs.get("validation_data"))
+        check_finite_data(x=x, y=y, validation_data=kwargs.get("validation_data"))
         return super().fit(x, y, *args, **kwargs)
 
     def evaluate(self, x=None, y=None, *args, **kwargs):
         """``tf_keras.Model.evaluate``, with NumPy float inputs and targets in the model's
         float type: the scalar loss, or the loss and the compiled metrics. NaN or inf in
         in-memory ``x`` or ``y`` is refused naming the array (the scores would be ``nan``)."""
-        check_finite_data("x", x)
-        check_finite_data("y", y)
+        check_finite_data(x=x, y=y)
         return super().evaluate(self._in_model_float(x), self._in_model_float(y), *args, **kwargs)
 
     def save(self, filepath, *args, **kwargs) -> None:

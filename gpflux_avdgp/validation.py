@@ -128,29 +128,24 @@ def check_feature_matrix(
     return array
 
 
-def check_finite_data(name: str, value: object) -> None:
-    """Refuse NaN or inf in ``value`` when it is in-memory data (a NumPy array, an eager tensor
-    or a list of them, e.g. ``fit``'s ``x`` and ``y``); datasets and generators pass unread.
+def check_finite_data(**named: object) -> None:
+    """Refuse NaN or inf in each named value that is in-memory data (NumPy arrays, eager
+    tensors, lists, tuples or dicts of them, e.g. ``fit``'s ``x`` and ``y``); datasets and
+    generators pass unread.
 
-    :raises ValueError: naming ``name``, how many values are bad and where the first is.
+    :raises ValueError: naming the array, how many values are bad and where the first is.
     """
-    if isinstance(value, (list, tuple)):
-        for index, item in enumerate(value):
-            check_finite_data(f"{name}[{index}]", item)
-        return
-    if isinstance(value, dict):
-        for key, item in value.items():
-            check_finite_data(f"{name}[{key!r}]", item)
-        return
-    if hasattr(value, "numpy") and callable(value.numpy) and hasattr(value, "dtype"):
-        value = value.numpy()
-    if not isinstance(value, np.ndarray) or value.dtype.kind not in "fc":
-        return
-    bad = ~np.isfinite(value)
-    if bad.any():
-        first = tuple(int(i) for i in np.argwhere(bad)[0])
-        where = ", ".join(map(str, first))
-        raise ValueError(
-            f"{name}: {int(bad.sum())} of {value.size} values are NaN or inf (first at "
-            f"[{where}]: {value[first]!r}); drop or impute those rows"
-        )
+    for name, value in named.items():
+        if isinstance(value, (list, tuple, dict)):
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            check_finite_data(**{f"{name}[{key!r}]": item for key, item in items})
+            continue
+        if hasattr(value, "numpy") and callable(value.numpy) and hasattr(value, "dtype"):
+            value = value.numpy()
+        bad = ~np.isfinite(value) if getattr(value, "dtype", np.dtype(int)).kind in "fc" else None
+        if bad is not None and bad.any():
+            first = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise ValueError(
+                f"{name}: {int(bad.sum())} of {value.size} values are NaN or inf (first at "
+                f"[{', '.join(map(str, first))}]: {value[first]!r}); drop or impute those rows"
+            )

@@ -44,8 +44,10 @@ def _load_keras_model(path: Path, command: str):
     """``path`` (a ``.keras`` file) as a model; a file that does not load is a CommandLineError."""
     from gpflux_avdgp.io.saving import ModelFileError, load_model
 
+    from ..experiments.solve_gp import SAVED_OBJECTS
+
     try:
-        return load_model(str(path))
+        return load_model(str(path), custom_objects=SAVED_OBJECTS)
     except ModelFileError as error:
         raise CommandLineError(f"avdgp {command}: {one_line(error)}") from error
     except Exception as error:  # noqa: BLE001 - a corrupt file fails in many ways

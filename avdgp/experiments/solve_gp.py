@@ -36,7 +36,7 @@ from gpflux_avdgp.layers.base import MixtureLayer
 from gpflux_avdgp.propagation import Propagated
 from gpflux_avdgp.validation import check_nonnegative_int, check_positive_int
 
-__all__ = ["SolveGPLayer", "PAPER_INDUCING"]
+__all__ = ["SAVED_OBJECTS", "SolveGPLayer", "PAPER_INDUCING"]
 
 #: The paper's sizes: ``M1 = M2 = 512``.
 PAPER_INDUCING = (512, 512)
@@ -207,3 +207,9 @@ class SolveGPLayer(MixtureLayer):
         config = dict(config)
         config["kernel"] = module_from_config(config["kernel"], "kernel")
         return cls(**config)
+
+
+#: The application's Keras classes a saved model may name, for ``load_model``'s
+#: ``custom_objects`` (the library's allow list knows only its own, GPflow's, GPflux's and
+#: Keras' classes).
+SAVED_OBJECTS = {"avdgp>SolveGPLayer": SolveGPLayer}

@@ -30,7 +30,6 @@ import sys
 import types
 from typing import Any, Callable, Iterator, Mapping, Optional
 
-import tensorflow_probability as tfp
 from gpflow.keras import tf_keras
 from tensorflow.python.util import tf_export
 from tf_keras.src.layers import serialization as layer_serialization
@@ -74,8 +73,11 @@ _REFUSED_BASES = (
     tf_op_layer.ClassMethod,
     tf_op_layer.InstanceMethod,
     tf_op_layer.InstanceProperty,
-    tfp.layers.DistributionLambda,  # its from_config unpickles a function
 )
+#: tfp's layer module: its ``DistributionLambda`` unpickles a function in ``from_config``. Looked
+#: up only if loaded (a class deriving from it implies it is), so importing the library does
+#: not import tfp's layers.
+_TFP_LAYERS = "tensorflow_probability.python.layers.distribution_layer"
 _FUNCTION_MODULES = ("activations", "losses", "metrics")
 _NAME = re.compile(r"^[A-Za-z_][\w>.]*$")
 
@@ -280,7 +282,9 @@ def _class_problem(cls: Any, inner: Any) -> Optional[str]:
         return f"{label}, a {type(cls).__name__} where a class belongs"
     if not _defined_in(cls, ("tf_keras", *TRUSTED_PACKAGES)):
         return f"class {label}, from outside Keras, GPflow, GPflux and gpflux_avdgp"
-    if issubclass(cls, _REFUSED_BASES) and not _defined_in(cls, ("gpflux_avdgp",)):
+    tfp_layers = sys.modules.get(_TFP_LAYERS)
+    refused = _REFUSED_BASES + ((tfp_layers.DistributionLambda,) if tfp_layers else ())
+    if issubclass(cls, refused) and not _defined_in(cls, ("gpflux_avdgp",)):
         return f"layer {label}, which runs a function named by the file"
     if not issubclass(cls, _KERAS_BASES):
         return f"class {label}, not a Keras layer, model, optimizer, loss or metric"

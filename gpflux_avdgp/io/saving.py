@@ -26,7 +26,6 @@ from gpflow.keras import tf_keras
 from ..layers.likelihood_layer import TrainableLikelihood
 from ..objectives import AVDGPLoss
 from .errors import ModelFileError, UnsafeModelError
-from .model_file import check_model_file
 
 __all__ = ["ModelFileError", "UnsafeModelError", "load_model"]
 
@@ -69,11 +68,8 @@ def load_model(
     """``tf_keras.models.load_model`` after a safety check, with clear errors and the
     SavedModel optimizer state.
 
-    Before anything in the file is deserialised, :func:`~gpflux_avdgp.io.model_file.
-    check_model_file` reads it as data and refuses code outside the allow list (Keras', GPflow's,
-    GPflux's and this package's objects): no ``Lambda``, no module the file names is imported,
-    no archive member or link outside the file's folder, no graph op that runs Python or writes
-    files. To load a file you trust that needs more, use ``tf_keras.models.load_model``.
+    :func:`~gpflux_avdgp.io.model_file.check_model_file` first reads the file as data and
+    refuses code outside the allow list (docs/saving.md); nothing of a refused file runs.
 
     :param path: a ``.keras`` file or a SavedModel directory written by ``model.save``.
     :param compile: compile the model with its saved loss and optimizer (with the saved
@@ -86,6 +82,8 @@ def load_model(
         directory, truncated or corrupt, or does not describe a loadable model; the message
         is one line naming the file and the problem (the original error is chained).
     """
+    from .model_file import check_model_file  # loaded on first use: import stays light
+
     path = os.fspath(path)
     is_saved_model = check_model_file(path, custom_objects=custom_objects)
     kind = "SavedModel" if is_saved_model else ".keras archive"

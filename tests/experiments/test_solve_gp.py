@@ -11,7 +11,7 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 
 from avdgp.experiments import zoo
-from avdgp.experiments.solve_gp import SolveGPLayer
+from avdgp.experiments.solve_gp import SAVED_OBJECTS, SolveGPLayer
 from gpflux_avdgp import load_model
 
 NO_JITTER = gpflow.config.Config(jitter=0.0)
@@ -150,7 +150,9 @@ def test_solve_gp_trains_saves_and_reloads(rng, tmp_path):
     assert history.history["loss"][-1] < 0.5 * history.history["loss"][0]
     path = tmp_path / "solve.keras"
     built.model.save(path)
-    reloaded = load_model(path)
+    with pytest.raises(ValueError, match="SolveGPLayer, from outside Keras"):
+        load_model(path)  # the application's class is not on the library's allow list
+    reloaded = load_model(path, custom_objects=SAVED_OBJECTS)
     np.testing.assert_array_equal(
         reloaded.predict(x[:7], verbose=0), built.model.predict(x[:7], verbose=0)
     )

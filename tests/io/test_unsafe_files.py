@@ -12,10 +12,12 @@ model's folder) are in ``tests/cli/test_cli_unsafe.py``.
 from __future__ import annotations
 
 import copy
+import json
 import os
 import shutil
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import gpflow
@@ -356,16 +358,18 @@ def test_the_saved_model_lambda_is_live_under_plain_keras(saved_model_with_lambd
     marker.unlink()
 
 
-class _Writer(tf.Module):
-    def __init__(self, marker: str):
-        super().__init__()
-        self.marker = marker
-        self.v = tf.Variable(1.0)
+def file_writer(marker: str) -> tf.Module:
+    """A module whose saved function writes ``marker`` (``tf.io.write_file``)."""
+    module = tf.Module()
+    module.v = tf.Variable(1.0)
 
-    @tf.function(input_signature=[tf.TensorSpec([], tf.float32)])
-    def __call__(self, x):
-        tf.io.write_file(self.marker, "ran")
-        return x * self.v
+    @tf.function(input_signature=[tf.TensorSpec([], tf.float32)], autograph=False)
+    def write(x):
+        tf.io.write_file(marker, "ran")
+        return x * module.v
+
+    module.write = write
+    return module
 
 
 def test_graph_ops_that_write_files_are_refused(saved_model_with_lambda, tmp_path):
@@ -375,7 +379,7 @@ def test_graph_ops_that_write_files_are_refused(saved_model_with_lambda, tmp_pat
 
     legit, _ = saved_model_with_lambda
     _check_graph(str(legit))  # holds SaveV2 / MergeV2Checkpoints in its traced save function
-    tf.saved_model.save(_Writer(str(tmp_path / "marker")), str(tmp_path / "writer"))
+    tf.saved_model.save(file_writer(str(tmp_path / "marker")), str(tmp_path / "writer"))
     with pytest.raises(UnsafeModelError, match="holds a WriteFile op .* writes files"):
         _check_graph(str(tmp_path / "writer"))
     assert not (tmp_path / "marker").exists()
@@ -395,3 +399,22 @@ def test_saved_model_links_and_missing_keras_metadata_are_refused(
     (bare / "keras_metadata.pb").unlink()
     with pytest.raises(ModelFileError, match="not a Keras SavedModel \\(no keras_metadata.pb\\)"):
         gpflux_avdgp.load_model(bare)
+
+
+def test_a_functional_model_with_tensorflow_maths_loads(tmp_path):
+    """Slicing, operators, ``tf.math`` and ``tf.concat`` become op layers in a Functional
+    model's config; pure maths passes the check and the model loads."""
+    inputs = tf_keras.Input((3,), dtype="float64")
+    outputs = tf.concat([inputs[:, :1] + 1.0, tf.math.exp(inputs)], axis=1)
+    model = tf_keras.Model(inputs, outputs)
+    model.save(tmp_path / "functional.keras")
+    classes = {layer["class_name"] for layer in read_config_of(tmp_path / "functional.keras")}
+    assert {"SlicingOpLambda", "TFOpLambda"} <= classes
+    reloaded = gpflux_avdgp.load_model(tmp_path / "functional.keras")
+    x = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(reloaded(x).numpy(), model(x).numpy())
+
+
+def read_config_of(path: Path) -> list[dict]:
+    with zipfile.ZipFile(path) as archive:
+        return json.loads(archive.read("config.json"))["config"]["layers"]
