@@ -93,19 +93,68 @@ def _format(value: float) -> str:
     return repr(float(value))
 
 
-#: Rows predicted and written at a time: memory stays flat in the number of rows.
+#: Rows read, predicted and written at a time: memory stays flat in the number of rows.
 CHUNK_ROWS = 10_000
 
 
+def _input_chunks(data: str, saved: SavedRun, target) -> Iterator[np.ndarray]:
+    """DATA's raw feature rows ``[n, D]`` a chunk at a time: streamed from a numeric CSV file,
+    read whole otherwise (``.npz``, folders, text labels) or when the chunked reader meets
+    something it does not parse (the whole-file reader then names the line and cell)."""
+    from ..data.csv_chunks import NotStreamable
+
+    classifier = saved.task == "classification"
+    streamed = None if classifier else _streamed_features(data, saved.num_features, target)
+    started = False
+    try:
+        for chunk in streamed or ():
+            started = True
+            yield chunk
+    except NotStreamable:
+        if started:  # rows are out already: report the whole-file reader's error
+            _feature_columns(data, saved.num_features, target)
+            raise CommandLineError(f"avdgp predict: DATA {data}: cannot be read") from None
+        started = False
+    if not started:
+        yield _feature_columns(data, saved.num_features, target, class_labels=classifier)
+
+
+def _streamed_features(data: str, num_features: int, target) -> Optional[Iterator[np.ndarray]]:
+    """Chunks of a CSV file's feature columns (``D`` columns, or ``D + 1`` with the target,
+    which is dropped), or ``None`` for a file to read whole."""
+    from ..data.csv_chunks import feature_chunks
+    from ..data.csv_format import DataError, resolve_target, sniff_layout
+
+    path = Path(data)
+    if not path.is_file() or not data.lower().endswith((".csv", ".csv.gz")):
+        return None
+    try:
+        layout = sniff_layout(path, data)
+        header = list(layout.header) if layout.header is not None else None
+        if layout.num_columns not in (num_features, num_features + 1):
+            return None
+        drop = None
+        if layout.num_columns == num_features + 1:
+            drop = resolve_target(
+                -1 if target is None else target, layout.num_columns, header, data
+            )
+    except DataError:  # the whole-file reader says what is wrong
+        return None
+    return feature_chunks(path, layout, drop, CHUNK_ROWS)
+
+
 def _prediction_chunks(
-    saved: SavedRun, inputs: np.ndarray, batch_size: int
+    saved: SavedRun, inputs: Iterator[np.ndarray], batch_size: int
 ) -> Iterator[list[list[str]]]:
-    """The CSV rows of ``predict`` for raw features ``inputs`` ``[N, D]``: the header, then the
-    rows of each chunk of :data:`CHUNK_ROWS` inputs as soon as it is predicted."""
-    chunk = max(CHUNK_ROWS, batch_size)
-    for start in range(0, len(inputs), chunk):
-        rows = _prediction_rows(saved, inputs[start : start + chunk], batch_size)
-        yield rows if start == 0 else rows[1:]
+    """The CSV rows of ``predict`` for blocks of raw features ``[n, D]``: the header, then the
+    rows of each :data:`CHUNK_ROWS` inputs as soon as they are predicted."""
+    first = True
+    for block in inputs:
+        step = max(CHUNK_ROWS, batch_size)
+        for start in range(0, len(block), step):
+            rows = _prediction_rows(saved, block[start : start + step], batch_size)
+            yield rows if first else rows[1:]
+            first = False
 
 
 def _prediction_rows(saved: SavedRun, inputs: np.ndarray, batch_size: int) -> list[list[str]]:
@@ -174,9 +223,7 @@ def predict_command(args) -> int:
     check_output_file("predict", "--out", args.out)
     saved = load_saved_run(args.model_dir, "predict")
     target = args.target if args.target is not None else saved.data.get("target")
-    classifier = saved.task == "classification"
-    inputs = _feature_columns(args.data, saved.num_features, target, class_labels=classifier)
-    chunks = _prediction_chunks(saved, inputs, args.batch_size)
+    chunks = _prediction_chunks(saved, _input_chunks(args.data, saved, target), args.batch_size)
     if args.out is None:
         try:
             for rows in chunks:
@@ -186,11 +233,12 @@ def predict_command(args) -> int:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     out = Path(args.out)
-    header = None
+    header, count = None, 0
     with writing_atomically(out, "predict", "--out") as handle:
         writer = csv.writer(handle, lineterminator="\n")
         for rows in chunks:
+            count += len(rows) - (header is None)
             header = header or rows[0]
             writer.writerows(rows)
-    print(f"{saved.label}: {len(inputs)} predictions ({', '.join(header)}) in {out}")
+    print(f"{saved.label}: {count} predictions ({', '.join(header)}) in {out}")
     return 0

@@ -184,3 +184,59 @@ def test_a_failed_export_leaves_the_previous_one(model_dir, tmp_path, capsys, mo
     assert sorted(path.relative_to(target) for path in target.rglob("*")) == before
     assert [path.name for path in tmp_path.iterdir()] == ["export"]
     assert tf.saved_model.load(str(target)).signatures["predict_y"] is not None
+
+
+def test_predict_streams_a_csv_and_drops_the_named_target(model_dir, tmp_path, monkeypatch):
+    """Read two rows at a time, a file with a header and the target between the features gives
+    the rows of the features alone."""
+    x = np.loadtxt(model_dir / "data.csv", delimiter=",")
+    with_target = tmp_path / "with_target.csv"
+    rows = np.column_stack([x[:, 0], np.arange(5.0), x[:, 1]])
+    np.savetxt(with_target, rows, delimiter=",", header="a,price,b", comments="", fmt="%r")
+    monkeypatch.setattr(predict, "CHUNK_ROWS", 2)
+    read = []
+    original = predict._prediction_rows
+    monkeypatch.setattr(
+        predict,
+        "_prediction_rows",
+        lambda s, block, b: read.append(len(block)) or original(s, block, b),
+    )
+    outs = [tmp_path / "plain.csv", tmp_path / "named.csv"]
+    assert (
+        main(["predict", str(model_dir), str(model_dir / "data.csv"), "--out", str(outs[0])]) == 0
+    )
+    assert (
+        main(
+            [
+                "predict",
+                str(model_dir),
+                str(with_target),
+                "--target",
+                "price",
+                "--out",
+                str(outs[1]),
+            ]
+        )
+        == 0
+    )
+    assert read == [2, 2, 1, 2, 2, 1]
+    assert outs[0].read_text() == outs[1].read_text()
+
+
+@pytest.mark.parametrize("bad_row", [0, 3])
+def test_a_bad_cell_met_while_streaming_is_named_by_line(
+    model_dir, tmp_path, capsys, monkeypatch, bad_row
+):
+    """A NaN in the first or a later chunk: the whole-file reader's one-line error (line and
+    column), exit 2, and no file under --out's name."""
+    x = np.loadtxt(model_dir / "data.csv", delimiter=",")
+    x[bad_row, 1] = np.nan
+    data = tmp_path / "nan.csv"
+    np.savetxt(data, x, delimiter=",", fmt="%r")
+    monkeypatch.setattr(predict, "CHUNK_ROWS", 2)
+    out = tmp_path / "p.csv"
+    status = main(["predict", str(model_dir), str(data), "--out", str(out)])
+    captured = capsys.readouterr()
+    expected = f"1 value is NaN or infinite (first at row {bad_row + 1}, column 2: nan)"
+    assert_one_line_cli_error(status, captured.out, captured.err, expected)
+    assert not out.exists()
