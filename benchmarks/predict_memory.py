@@ -73,7 +73,16 @@ def main() -> None:
         print("|---:|---:|---:|")
         for rows in [int(r) for r in args.rows.split(",")]:
             data = write_rows(folder / "rows.csv", rows)
-            command = ["avdgp", "predict", str(folder), str(data), "--out", str(folder / "p.csv")]
+            command = [
+                sys.executable,
+                "-m",
+                "avdgp",
+                "predict",
+                str(folder),
+                str(data),
+                "--out",
+                str(folder / "p.csv"),
+            ]
             megabytes, seconds = peak_of_child(command)
             lines = sum(1 for _ in open(folder / "p.csv"))
             assert lines == rows + 1, (lines, rows)

@@ -48,6 +48,7 @@ def fit_command(args) -> int:
     spec = model_spec(args, num_classes=len(classes) if classes else 2)
     spec.resolved_dims(), spec.resolved_inducing()  # validate before loading TF graphs
     config = train_config(args)
+    check_step_memory(args, spec, split.x_train.shape[1], config.batch_size)
     with _one_line_warnings():
         record = run(
             spec,
@@ -65,6 +66,28 @@ def fit_command(args) -> int:
             print(f"avdgp fit: {worker_name(strategy)} finished", file=sys.stderr)
         return 0
     return _finish(args, record)
+
+
+def _size(count: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if count < 1024 or unit == "PiB":
+            return f"{count:.0f} {unit}" if unit == "bytes" else f"{count:.1f} {unit}"
+        count /= 1024
+    raise AssertionError("unreachable")
+
+
+def check_step_memory(args, spec, input_dim: int, batch_size: int) -> None:
+    """Refuse, before any graph is built, sizes whose training step cannot fit in memory."""
+    from ..experiments.memory import available_bytes, step_bytes
+
+    needed, available = step_bytes(spec, input_dim, batch_size), available_bytes()
+    if available is not None and needed > available:
+        inducing = ",".join(map(str, spec.resolved_inducing()))
+        raise CommandLineError(
+            f"avdgp fit: --inducing {inducing} --points {spec.num_points} --batch-size "
+            f"{batch_size}: a training step needs about {_size(needed)}, more than the "
+            f"{_size(available)} of memory here; lower --inducing, --points or --batch-size"
+        )
 
 
 def model_spec(args, num_classes: int = 2):

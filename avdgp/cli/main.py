@@ -74,6 +74,12 @@ def _is_lost_worker(error: Exception) -> bool:
     return isinstance(error, tf.errors.UnavailableError)
 
 
+def _is_out_of_memory(error: Exception) -> bool:
+    import tensorflow as tf
+
+    return isinstance(error, (MemoryError, tf.errors.ResourceExhaustedError))
+
+
 def _report(error: Exception) -> int:
     from ..training import TrainingDiverged
 
@@ -81,6 +87,14 @@ def _report(error: Exception) -> int:
     if isinstance(error, TrainingDiverged):
         print(f"avdgp: training diverged: {message}", file=sys.stderr)
         return EXIT_DIVERGED
+    if _is_out_of_memory(error):
+        reason = message.split(" [[")[0][:200]  # TensorFlow appends the graph's node
+        print(
+            f"avdgp: out of memory ({type(error).__name__}: {reason}); lower --batch-size, "
+            "--inducing or --points",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
     if isinstance(error, (UsageError, ValueError, OSError)):  # TypeError: ours (see ..errors)
         print(f"avdgp: error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -230,8 +230,24 @@ def test_generated_broken_shards_end_with_one_line_and_exit_2(capsys, tmp_path):
         (FileNotFoundError("no such file"), 2, "avdgp: error: no such file"),
         (TrainingDiverged("loss is NaN"), 3, "avdgp: training diverged: loss is NaN"),
         (TypeError("seed: expected an int, got 'a' (str)"), 1, "avdgp: internal error: TypeError"),
+        (MemoryError("Unable to allocate 74.5 GiB"), 2, "avdgp: out of memory (MemoryError: Un"),
+        (
+            tf.errors.ResourceExhaustedError(None, None, "OOM when allocating [[node x]]"),
+            2,
+            "avdgp: out of memory (ResourceExhaustedError: OOM when allocating); lower",
+        ),
     ],
-    ids=["command-line", "data", "usage", "value", "file", "diverged", "type-is-ours"],
+    ids=[
+        "command-line",
+        "data",
+        "usage",
+        "value",
+        "file",
+        "diverged",
+        "type-is-ours",
+        "memory",
+        "tensorflow-memory",
+    ],
 )
 def test_main_maps_each_error_type_to_its_exit_status(monkeypatch, capsys, error, status, start):
     """Input errors exit 2 and divergence 3 with one line; a TypeError can only be our bug (the
@@ -245,3 +261,64 @@ def test_main_maps_each_error_type_to_its_exit_status(monkeypatch, capsys, error
     assert main(["demo"]) == status
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith(start), line
+
+
+@pytest.mark.parametrize(
+    "options, expected",
+    [
+        (["--inducing", "100000"], "--inducing 100000,100000,100000 --points 32 --batch-size"),
+        (["--points", "1000000"], "--inducing 8,4,4 --points 1000000 --batch-size 100: a "),
+        (["--model", "svgp", "--inducing", "100000"], "--inducing 100000 --points 32"),
+    ],
+)
+def test_sizes_that_cannot_fit_in_memory_are_refused_before_training(
+    capsys, tmp_path, rng, options, expected
+):
+    """The step's memory is estimated from the sizes (``avdgp.experiments.memory``) and refused
+    in one line naming the options, before TensorFlow allocates (or the kernel kills us)."""
+    data = _write_csv(tmp_path / "d.csv", _table(rng))
+    status, out, err = run_cli(capsys, ["fit", data, "--epochs", "1", "--quiet", *options])
+    assert_one_line_cli_error(status, out, err, expected)
+    assert "more than the" in err and "of memory here; lower --inducing" in err
+
+
+def test_the_step_memory_estimate_passes_the_paper_models():
+    """The estimate refuses absurd sizes only: the paper's models on D = 18 need well under a
+    GiB; SVGP with 100,000 inducing points needs the 8 * M^2 * 4 bytes of its q_sqrt alone."""
+    from avdgp.experiments.memory import step_bytes
+    from avdgp.experiments.zoo import ModelSpec
+
+    for model in ("avdgp", "sgp-avi", "svgp", "dsdgp", "dspp", "solve-gp"):
+        assert (
+            step_bytes(ModelSpec(model=model, rule="ar2p" if model == "avdgp" else None), 18, 100)
+            < 2**30
+        ), model
+    huge = step_bytes(ModelSpec(model="svgp", num_inducing=[100_000]), 18, 100)
+    assert huge >= 8 * 100_000**2 * 4
+
+
+@pytest.mark.slow  # a subprocess under a resource limit
+@pytest.mark.parametrize("kib", [1_000_000, 2_500_000])
+def test_an_address_space_limit_too_small_for_tensorflow_is_one_line(tmp_path, kib):
+    """Under ``ulimit -v`` 1 GB TensorFlow's import failed with a traceback, under 2.5 GB it
+    aborted with no message; the command line now checks the limit before loading it."""
+    import resource
+    import subprocess
+    import sys
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (kib * 1024, resource.RLIM_INFINITY))
+
+    done = subprocess.run(
+        [sys.executable, "-m", "avdgp", "fit", "data.csv"],
+        cwd=tmp_path,
+        preexec_fn=limit,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == (
+        f"avdgp: the address-space limit (ulimit -v) is {kib} KiB; TensorFlow needs about "
+        "3000000 KiB to start; raise it (e.g. 'ulimit -v unlimited')"
+    )
