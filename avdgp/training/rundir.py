@@ -172,9 +172,15 @@ def prepare_run_dir(
                 f"{directory}: holds an interrupted run with other settings ({', '.join(changed)}"
                 "); use the same settings to resume it, or another folder"
             )
-        if backup_dir.exists() and stream is not None:
-            label = getattr(spec, "label", type(spec).__name__)
+        label = getattr(spec, "label", type(spec).__name__)
+        if backup_dir.exists() and any(backup_dir.iterdir()) and stream is not None:
             print(f"[{label}] resuming the interrupted run in {directory}", file=stream)
+        elif stream is not None:  # stopped in its first epoch, or after training (while saving)
+            print(
+                f"[{label}] the interrupted run in {directory} left no finished epoch to resume "
+                "from; training again from epoch 0",
+                file=stream,
+            )
     if write:
         directory.mkdir(parents=True, exist_ok=True)
         _write_atomically(settings_file, json.dumps(settings, indent=2))

@@ -108,3 +108,28 @@ def test_run_json_is_replaced_whole(tmp_path, monkeypatch):
     assert writes == [f".run.json.{os.getpid()}"]
     assert json.loads(path.read_text()) == {"new": True}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json"]
+
+
+def test_a_rerun_without_a_finished_epoch_says_it_trains_from_epoch_0(tmp_path):
+    """A run stopped in its first epoch or during its final save leaves ``settings.json`` but no
+    backup: the rerun says it trains again from epoch 0 (it said nothing); with a backup it says
+    it resumes."""
+    import io
+
+    from avdgp.experiments.zoo import ModelSpec
+    from avdgp.training import TrainConfig
+    from avdgp.training.rundir import prepare_run_dir
+
+    def prepare() -> str:
+        stream = io.StringIO()
+        options = dict(spec=ModelSpec(), config=TrainConfig(), dataset="toy", data={"rows": 3})
+        prepare_run_dir(tmp_path / "run", stream=stream, **options)
+        return stream.getvalue()
+
+    assert prepare() == ""  # a new folder
+    assert prepare() == (
+        f"[avdgp-ar2p] the interrupted run in {tmp_path / 'run'} left no finished epoch to "
+        "resume from; training again from epoch 0\n"
+    )
+    (tmp_path / "run" / "backup" / "chief").mkdir(parents=True)
+    assert prepare() == f"[avdgp-ar2p] resuming the interrupted run in {tmp_path / 'run'}\n"
