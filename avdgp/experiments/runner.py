@@ -26,6 +26,7 @@ from ..training.config import TrainConfig
 from ..training.fit import best_epoch_callbacks, fit_model
 from ..training.record import DataColumns, RunRecord
 from ..training.rundir import (
+    BEST_EPOCH_DIR,
     array_data,
 )
 from .skeleton import Scored, Trained, run_on
@@ -135,7 +136,8 @@ class SplitData:
 
     def train(self, built, config, *, progress, backup_dir, strategy) -> Trained:
         split = self.split
-        selection = best_epoch_callbacks(built, split, config)
+        state_dir = None if backup_dir is None else backup_dir.parent / BEST_EPOCH_DIR
+        selection = best_epoch_callbacks(built, split, config, state_dir=state_dir)
         test_scorer = None
         if self.test_curve:
             test_scorer = ValidationNLL(

@@ -19,6 +19,7 @@ from gpflux_avdgp.callbacks import ValidationNLL
 from gpflux_avdgp.layers.base import NON_FINITE_MESSAGE
 
 from ..data import Split, epoch_shuffled_batches
+from .best_epoch import ResumableEarlyStopping
 from .config import TrainConfig, TrainingDiverged
 from .distribute import UnevenBatchesWarning, shard_global_batches, uneven_batches_message
 from .progress import EpochProgress
@@ -257,10 +258,14 @@ def _describe_non_finite_step(
     return message
 
 
-def best_epoch_callbacks(built: Trainable, split: Split, config: TrainConfig) -> tuple:
+def best_epoch_callbacks(
+    built: Trainable, split: Split, config: TrainConfig, *, state_dir: Optional[Path] = None
+) -> tuple:
     """``(ValidationNLL, EarlyStopping)`` that end training with the weights of the epoch of
     lowest validation NLL, stopping after ``config.patience`` epochs without improvement (never,
-    without it), or ``()`` without ``config.restore_best``.
+    without it), or ``()`` without ``config.restore_best``. With ``state_dir`` (beside the
+    backup of a resumable run) the selection's state survives an interruption
+    (:class:`~avdgp.training.best_epoch.ResumableEarlyStopping`).
 
     :raises ValueError: with ``restore_best`` and an empty validation split.
     """
@@ -271,10 +276,12 @@ def best_epoch_callbacks(built: Trainable, split: Split, config: TrainConfig) ->
             "restore_best: selecting the best epoch needs validation rows, the split has none"
         )
     scorer = ValidationNLL(split.x_val, split.y_val, likelihood=built.likelihood)
-    stopper = tf_keras.callbacks.EarlyStopping(
+    options = dict(
         monitor=scorer.name,
         mode="min",
         patience=config.epochs if config.patience is None else config.patience,
         restore_best_weights=True,
     )
-    return (scorer, stopper)
+    if state_dir is None:
+        return (scorer, tf_keras.callbacks.EarlyStopping(**options))
+    return (scorer, ResumableEarlyStopping(state_dir, curve=scorer, **options))

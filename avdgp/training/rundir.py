@@ -29,6 +29,7 @@ from .record import DataColumns, RunRecord
 
 __all__ = [
     "BACKUP_DIR",
+    "BEST_EPOCH_DIR",
     "LOCK_FILE",
     "RunDirInUse",
     "holding_run_dir",
@@ -46,6 +47,8 @@ SETTINGS_FILE = "settings.json"
 
 
 BACKUP_DIR = "backup"
+#: Beside the backup: the best-epoch selection's state (``training.best_epoch``).
+BEST_EPOCH_DIR = "best_epoch"
 
 
 LOCK_FILE = ".lock"

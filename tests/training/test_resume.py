@@ -35,7 +35,7 @@ from avdgp.training import (
     fit_model,
     float_type,
 )
-from avdgp.training.fit import _describe_non_finite_step
+from avdgp.training.fit import _describe_non_finite_step, best_epoch_callbacks
 from gpflux_avdgp.layers.base import NON_FINITE_MESSAGE
 
 SCRIPT = SCRIPTS_DIR / "resumable_fit.py"
@@ -402,3 +402,75 @@ def test_cli_fit_save_resumes_a_killed_run(tmp_path, rng):
     )
     assert again.returncode == 2
     assert "holds a finished run" in again.stderr
+
+
+# ------------------------------------------------------------ best-epoch selection on resume
+def _selection_run(split, config, backup_dir, interrupt=None):
+    """``fit_model`` with the harness' best-epoch selection (its state beside the backup)."""
+    tf_keras.backend.clear_session()
+    tf_keras.utils.set_random_seed(config.seed)
+    built = build_model(SPEC, 2, len(split.x_train))
+    state_dir = backup_dir.parent / "best_epoch"
+    selection = best_epoch_callbacks(built, split, config, state_dir=state_dir)
+    callbacks = selection if interrupt is None else (*selection, interrupt)
+    fit_model(
+        built, split.x_train, split.y_train, config, callbacks=callbacks, backup_dir=backup_dir
+    )
+    return built, selection
+
+
+@pytest.mark.slow  # default suite: test_the_selection_state_round_trips_through_its_files
+def test_a_resumed_run_selects_the_uninterrupted_runs_best_epoch(tmp_path):
+    """Killed after epoch 2 of 5 with the best validation NLL at epoch 1, the resumed run ends
+    with epoch 1's weights and the whole validation curve, as the uninterrupted run does
+    (Keras' EarlyStopping alone restarts its search: it chose epoch 4)."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(140, 2))
+    y = np.sin(x[:, :1]) + 0.1 * rng.normal(size=(140, 1))
+    split = Split(x[:100], y[:100], x[100:120], y[100:120], x[120:], y[120:])
+    config = TrainConfig(epochs=5, batch_size=25, learning_rate=0.1, seed=4, patience=None)
+    full, (full_scorer, full_stopper) = _selection_run(split, config, tmp_path / "a" / "backup")
+    assert full_stopper.best_epoch == 1  # the premise: the best epoch precedes the interruption
+    with pytest.raises(KeyboardInterrupt):
+        _selection_run(split, config, tmp_path / "b" / "backup", interrupt=_Interrupt(3, 0))
+    resumed, (scorer, stopper) = _selection_run(split, config, tmp_path / "b" / "backup")
+    assert stopper.best_epoch == 1
+    assert [e for e, _ in scorer.history] == [e for e, _ in full_scorer.history] == list(range(5))
+    np.testing.assert_allclose(
+        [v for _, v in scorer.history], [v for _, v in full_scorer.history], rtol=1e-10
+    )
+    for mine, theirs in zip(resumed.model.get_weights(), full.model.get_weights()):
+        np.testing.assert_allclose(mine, theirs, rtol=1e-10, atol=1e-12)
+    assert not (tmp_path / "b" / "best_epoch").exists()  # removed once training ended
+
+
+def test_the_selection_state_round_trips_through_its_files(tmp_path):
+    """The state of epoch ``e`` is restored only for a resume after epoch ``e``; the file of
+    the other parity keeps epoch ``e - 1`` (a kill between the state and the backup)."""
+    from avdgp.training.best_epoch import ResumableEarlyStopping
+
+    class Curve:
+        history = [(0, 1.5), (1, 1.25)]
+
+    stopper = ResumableEarlyStopping(tmp_path / "state", curve=Curve(), patience=3)
+    stopper.best, stopper.best_epoch, stopper.wait, stopper.stopped_epoch = 1.25, 1, 0, 0
+    stopper.best_weights = [np.arange(3.0), np.eye(2)]
+    stopper._save(1)
+    stopper.best, stopper.wait = 1.0, 5
+    stopper._save(2)
+    later = Curve()
+    later.history = [(2, 1.1)]
+    fresh = ResumableEarlyStopping(tmp_path / "state", curve=later, patience=3)
+    fresh.on_train_begin()
+    fresh.on_epoch_begin(2)  # resumes after epoch 1
+    assert (fresh.best, fresh.best_epoch, fresh.wait) == (1.25, 1, 0)
+    np.testing.assert_array_equal(fresh.best_weights[1], np.eye(2))
+    assert later.history == [(0, 1.5), (1, 1.25), (2, 1.1)]
+    other = ResumableEarlyStopping(tmp_path / "state", patience=3)
+    other.on_train_begin()
+    other.on_epoch_begin(3)
+    assert (other.best, other.wait) == (1.0, 5)
+    untouched = ResumableEarlyStopping(tmp_path / "state", patience=3)
+    untouched.on_train_begin()
+    untouched.on_epoch_begin(5)  # no state of epoch 4: a fresh selection
+    assert untouched.best_weights is None and untouched.wait == 0

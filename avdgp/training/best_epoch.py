@@ -1,0 +1,98 @@
+"""Best-epoch selection that survives an interruption.
+
+Keras' ``EarlyStopping(restore_best_weights=True)`` keeps its state (the best validation NLL,
+its epoch and weights, the epochs waited) in memory and resets it at the start of ``fit``, so a
+run resumed from ``BackupAndRestore``'s backup chose the best epoch among the epochs after the
+restart only, and stopped later than the uninterrupted run: a different model, silently.
+:class:`ResumableEarlyStopping` writes that state (and the validation curve) beside the backup
+after every epoch and reads it back when training resumes, so the resumed run ends with the
+uninterrupted run's weights.
+
+The state of epoch ``e`` is written before ``BackupAndRestore`` writes epoch ``e`` (the callback
+comes first), to one of two files by the parity of ``e``, atomically: whichever epoch the
+backup holds, the state of that epoch is on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+from gpflow.keras import tf_keras
+
+__all__ = ["ResumableEarlyStopping"]
+
+
+class ResumableEarlyStopping(tf_keras.callbacks.EarlyStopping):
+    """``EarlyStopping`` whose state is saved to ``state_dir`` after every epoch and restored
+    when ``fit`` resumes at a later epoch; removed when training ends.
+
+    :param state_dir: a folder beside the backup (created on first use).
+    :param curve: a callback with a ``history`` list of ``(epoch, value)`` (``ValidationNLL``),
+        saved and restored with the state.
+    :param options: ``EarlyStopping``'s options.
+    """
+
+    def __init__(self, state_dir: Path, *, curve: Optional[object] = None, **options):
+        super().__init__(**options)
+        self.state_dir, self.curve = Path(state_dir), curve
+        self._resumed = False
+
+    def on_train_begin(self, logs=None):
+        super().on_train_begin(logs)
+        self._resumed = False
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if not self._resumed:  # the first epoch of this fit: BackupAndRestore has restored
+            self._resumed = True
+            if epoch > 0:
+                self._restore(epoch - 1)
+
+    def on_epoch_end(self, epoch, logs=None):
+        super().on_epoch_end(epoch, logs)
+        self._save(epoch)
+
+    def on_train_end(self, logs=None):
+        super().on_train_end(logs)
+        shutil.rmtree(self.state_dir, ignore_errors=True)
+
+    # ------------------------------------------------------------------ state on disk
+    def _file(self, epoch: int) -> Path:
+        return self.state_dir / f"state{epoch % 2}.npz"
+
+    def _save(self, epoch: int) -> None:
+        state = {
+            "epoch": epoch,
+            "best": float(self.best),
+            "best_epoch": int(self.best_epoch),
+            "wait": int(self.wait),
+            "stopped_epoch": int(self.stopped_epoch),
+            "curve": [list(point) for point in getattr(self.curve, "history", [])],
+        }
+        weights = {f"w{i}": w for i, w in enumerate(self.best_weights or [])}
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        partial = self.state_dir / f".partial-{socket.gethostname()}-{os.getpid()}.npz"
+        np.savez(partial, state=np.array(json.dumps(state)), **weights)
+        os.replace(partial, self._file(epoch))
+
+    def _restore(self, epoch: int) -> None:
+        """Take the saved state of (finished) ``epoch``, if there is one."""
+        path = self._file(epoch)
+        if not path.is_file():
+            return
+        with np.load(path, allow_pickle=False) as saved:
+            state = json.loads(str(saved["state"]))
+            if state["epoch"] != epoch:
+                return
+            count = sum(1 for key in saved.files if key.startswith("w"))
+            weights = [saved[f"w{i}"] for i in range(count)]
+        self.best, self.best_epoch = state["best"], state["best_epoch"]
+        self.wait, self.stopped_epoch = state["wait"], state["stopped_epoch"]
+        self.best_weights = weights or None
+        if self.curve is not None:
+            self.curve.history[:0] = [tuple(point) for point in state["curve"]]
