@@ -226,6 +226,25 @@ def save_run(
     :raises NotImplementedError: if a layer holds a component no config can rebuild (only
         possible with custom kernels or mean functions).
     """
+    import tensorflow as tf
+
+    try:
+        _save_files(built, record, standardizer, directory, data_columns)
+    except (OSError, tf.errors.OpError) as error:  # a full disk, a lost permission
+        reason = getattr(error, "strerror", None) or str(error).strip().splitlines()[0][:200]
+        raise UsageError(
+            f"{directory}: could not save the run ({reason}); free some space and run the same "
+            "command again"
+        ) from None
+
+
+def _save_files(
+    built: Any,
+    record: RunRecord,
+    standardizer: Optional[Standardizer],
+    directory: Path,
+    data_columns: Optional[DataColumns],
+) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     built.model.save_weights(str(directory / "weights"))
     partial_model = directory / f".model.partial-{os.getpid()}.keras"

@@ -29,6 +29,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 from .allow_list import check_config
 from .errors import ModelFileError, UnsafeModelError
+from .errors import one_line as _one_line
 
 __all__ = ["KERAS_ARCHIVE_MEMBERS", "PYTHON_OPS", "WRITE_OPS", "check_model_file"]
 
@@ -66,13 +67,6 @@ WRITE_OPS = frozenset(
 )
 _CHECKPOINT_SAVE_OPS = frozenset({"SaveV2", "MergeV2Checkpoints"})
 _ARCHIVE_WEIGHTS = ("model.weights.h5", "model.weights.npz")
-
-
-def _one_line(error: BaseException, limit: int = 200) -> str:
-    """``"Type: first line of the message"``, at most ``limit`` characters."""
-    lines = str(error).strip().splitlines()
-    text = f"{type(error).__name__}: {lines[0] if lines else ''}".rstrip(": ")
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def check_model_file(path: str, *, custom_objects: Optional[Mapping[str, Any]] = None) -> bool:
@@ -185,36 +179,37 @@ def _check_no_links(path: str) -> None:
                 raise UnsafeModelError(f"{path}: refused: {link} is a symbolic link")
 
 
-def _keras_metadata(metadata_file: str) -> Iterable[tuple[str, str]]:
+def _read_proto(path: str, message, problem: str):
+    """``message`` parsed from the file ``path``; a file that does not parse is a
+    :class:`ModelFileError` saying ``problem``."""
     from google.protobuf.message import DecodeError
+
+    try:
+        with open(path, "rb") as handle:
+            message.ParseFromString(handle.read())
+    except (OSError, DecodeError) as error:
+        raise ModelFileError(f"{problem}: {_one_line(error)}") from error
+    return message
+
+
+def _keras_metadata(metadata_file: str) -> Iterable[tuple[str, str]]:
     from tf_keras.protobuf import saved_metadata_pb2
 
-    metadata = saved_metadata_pb2.SavedMetadata()
-    try:
-        with open(metadata_file, "rb") as handle:
-            metadata.ParseFromString(handle.read())
-    except (OSError, DecodeError) as error:
-        raise ModelFileError(
-            f"{metadata_file}: not valid Keras metadata ({_one_line(error)})"
-        ) from error
+    problem = f"{metadata_file}: not valid Keras metadata"
+    metadata = _read_proto(metadata_file, saved_metadata_pb2.SavedMetadata(), problem)
     return [(node.node_path, node.metadata) for node in metadata.nodes]
 
 
 def _check_graph(path: str) -> None:
     """Refuse graph ops that run Python or write files, and asset paths leaving the folder."""
-    from google.protobuf.message import DecodeError
     from tensorflow.core.protobuf import saved_model_pb2
 
+    problem = (
+        f"{path}: the SavedModel cannot be loaded (truncated, corrupt or not written by "
+        "model.save?)"
+    )
     saved_model_file = os.path.join(path, "saved_model.pb")
-    saved_model = saved_model_pb2.SavedModel()
-    try:
-        with open(saved_model_file, "rb") as handle:
-            saved_model.ParseFromString(handle.read())
-    except (OSError, DecodeError) as error:
-        raise ModelFileError(
-            f"{path}: the SavedModel cannot be loaded (truncated, corrupt or not written by "
-            f"model.save?): {_one_line(error)}"
-        ) from error
+    saved_model = _read_proto(saved_model_file, saved_model_pb2.SavedModel(), problem)
     for meta_graph in saved_model.meta_graphs:
         for asset in meta_graph.asset_file_def:
             _check_asset(path, asset.filename)

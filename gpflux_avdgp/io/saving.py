@@ -26,17 +26,11 @@ from gpflow.keras import tf_keras
 from ..layers.likelihood_layer import TrainableLikelihood
 from ..objectives import AVDGPLoss
 from .errors import ModelFileError, UnsafeModelError
+from .errors import one_line as _one_line
 
 __all__ = ["ModelFileError", "UnsafeModelError", "load_model"]
 
 _OPTIMIZER_PREFIX = "optimizer/"
-
-
-def _one_line(error: BaseException, limit: int = 200) -> str:
-    """``"Type: first line of the message"``, at most ``limit`` characters."""
-    lines = str(error).strip().splitlines()
-    text = f"{type(error).__name__}: {lines[0] if lines else ''}".rstrip(": ")
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _variables_prefix(path: str) -> str:

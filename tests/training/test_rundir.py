@@ -133,3 +133,25 @@ def test_a_rerun_without_a_finished_epoch_says_it_trains_from_epoch_0(tmp_path):
     )
     (tmp_path / "run" / "backup" / "chief").mkdir(parents=True)
     assert prepare() == f"[avdgp-ar2p] resuming the interrupted run in {tmp_path / 'run'}\n"
+
+
+def test_a_full_disk_while_saving_ends_in_one_line_and_leaves_no_partial_model(tmp_path):
+    """``fit --save``'s final save: ``model.keras`` is written under a temporary name and
+    renamed; a full disk is a one-line UsageError naming the folder (was "internal error")."""
+    import errno
+    from types import SimpleNamespace
+
+    from avdgp.errors import UsageError
+    from avdgp.training.rundir import save_run
+
+    class FullDisk:
+        def save_weights(self, path):
+            open(path + ".index", "w").close()
+
+        def save(self, path):
+            open(path, "w").write("half")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with pytest.raises(UsageError, match=r"could not save the run \(No space left on device\)"):
+        save_run(SimpleNamespace(model=FullDisk()), None, None, tmp_path / "run")
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["weights.index"]
