@@ -37,7 +37,7 @@ from tf_keras.src.layers.core import tf_op_layer
 
 from .errors import UnsafeModelError
 
-__all__ = ["PURE_TF_OPS", "UnsafeModelError", "check_config", "find_objects"]
+__all__ = ["PURE_TF_OPS", "check_config", "find_objects"]
 
 
 #: Packages whose registered Keras objects a model file may name (besides ``tf_keras``).
