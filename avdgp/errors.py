@@ -9,7 +9,9 @@ the user chose (exit 2).
 
 from __future__ import annotations
 
-__all__ = ["CommandLineError", "UsageError"]
+import os
+
+__all__ = ["CommandLineError", "UsageError", "write_failure_reason"]
 
 
 class UsageError(Exception):
@@ -18,3 +20,13 @@ class UsageError(Exception):
 
 class CommandLineError(UsageError):
     """Bad command-line input; the message already names the command and is printed as is."""
+
+
+def write_failure_reason(error: BaseException) -> str:
+    """Why a write failed, in a few words: the system's text for an ``OSError`` (``No space
+    left on device``), else the first line of the message (TensorFlow's file errors)."""
+    number = getattr(error, "errno", None)
+    if number:
+        return os.strerror(number)
+    text = getattr(error, "message", None) or str(error)
+    return (text.strip().splitlines() or [type(error).__name__])[0][:200]

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import IO, Iterator, Optional
 
-from ..errors import CommandLineError
+from ..errors import CommandLineError, write_failure_reason
 
 __all__ = [
     "check_output_file",
@@ -66,11 +66,13 @@ def check_output_file(command: str, option: str, value: Optional[str]) -> None:
         raise CommandLineError(f"avdgp {command}: {option} {value}: {existing} is not writable")
 
 
-def write_failure(command: str, what: str, error: OSError) -> CommandLineError:
+def write_failure(command: str, what: str, error: BaseException) -> CommandLineError:
     """One line for a failed write (full disk, lost permission), naming what was written."""
-    reason = os.strerror(error.errno) if error.errno else (error.strerror or one_line(error))
-    hint = "; free some space and run it again" if error.errno == errno.ENOSPC else ""
-    return CommandLineError(f"avdgp {command}: {what}: could not write ({reason}){hint}")
+    full_disk = getattr(error, "errno", None) == errno.ENOSPC
+    hint = "; free some space and run it again" if full_disk else ""
+    return CommandLineError(
+        f"avdgp {command}: {what}: could not write ({write_failure_reason(error)}){hint}"
+    )
 
 
 @contextlib.contextmanager

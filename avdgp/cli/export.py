@@ -47,12 +47,8 @@ def export_command(args) -> int:
             path = export(
                 saved.model, args.export_dir, standardizer=saved.standardizer, metadata=extra
             )
-    except OSError as error:  # a full disk: nothing is left under EXPORT_DIR's name
+    except (OSError, tf.errors.OpError) as error:  # nothing is left under EXPORT_DIR's name
         raise write_failure("export", f"EXPORT_DIR {args.export_dir}", error) from None
-    except tf.errors.OpError as error:  # TensorFlow's own file writes
-        raise write_failure(
-            "export", f"EXPORT_DIR {args.export_dir}", OSError(0, error.message.splitlines()[0])
-        ) from None
     served = "outputs in original units"
     if saved.task == "classification":
         served = "predict_y's mean: the class probabilities, the labels in metadata()'s classes"

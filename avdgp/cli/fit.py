@@ -48,7 +48,7 @@ def fit_command(args) -> int:
     spec = model_spec(args, num_classes=len(classes) if classes else 2)
     spec.resolved_dims(), spec.resolved_inducing()  # validate before loading TF graphs
     config = train_config(args)
-    check_step_memory(args, spec, split.x_train.shape[1], config.batch_size)
+    check_step_memory(spec, split.x_train.shape[1], config.batch_size)
     with _one_line_warnings():
         record = run(
             spec,
@@ -76,7 +76,7 @@ def _size(count: float) -> str:
     raise AssertionError("unreachable")
 
 
-def check_step_memory(args, spec, input_dim: int, batch_size: int) -> None:
+def check_step_memory(spec, input_dim: int, batch_size: int) -> None:
     """Refuse, before any graph is built, sizes whose training step cannot fit in memory."""
     from ..experiments.memory import available_bytes, step_bytes
 

@@ -114,7 +114,6 @@ def _input_chunks(data: str, saved: SavedRun, target) -> Iterator[np.ndarray]:
         if started:  # rows are out already: report the whole-file reader's error
             _feature_columns(data, saved.num_features, target)
             raise CommandLineError(f"avdgp predict: DATA {data}: cannot be read") from None
-        started = False
     if not started:
         yield _feature_columns(data, saved.num_features, target, class_labels=classifier)
 

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator, Optional, TextIO
 import numpy as np
 
 from ..data import ShardStatistics, Standardizer
-from ..errors import UsageError
+from ..errors import UsageError, write_failure_reason
 from .config import TrainConfig
 from .distribute import is_chief
 from .record import DataColumns, RunRecord
@@ -231,10 +231,9 @@ def save_run(
     try:
         _save_files(built, record, standardizer, directory, data_columns)
     except (OSError, tf.errors.OpError) as error:  # a full disk, a lost permission
-        reason = getattr(error, "strerror", None) or str(error).strip().splitlines()[0][:200]
         raise UsageError(
-            f"{directory}: could not save the run ({reason}); free some space and run the same "
-            "command again"
+            f"{directory}: could not save the run ({write_failure_reason(error)}); free some "
+            "space and run the same command again"
         ) from None
 
 

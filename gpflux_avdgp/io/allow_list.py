@@ -24,6 +24,7 @@ never does. A refusal is one :class:`UnsafeModelError` line naming what was foun
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 import sys
@@ -248,6 +249,7 @@ def _class_in_module(module: str, class_name: str) -> Any:
     return found if found is not None else f"class {module}.{class_name}, not found"
 
 
+@functools.lru_cache(maxsize=1)
 def _keras_classes() -> dict[str, type]:
     """Keras' built-in classes by name, as its legacy loader finds them."""
     layer_serialization.populate_deserializable_objects()

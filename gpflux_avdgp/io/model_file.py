@@ -119,17 +119,16 @@ def _check_keras_archive(path: str, custom_objects: Optional[Mapping[str, Any]])
     check_config(config, source=f"{path}/config.json", custom_objects=custom_objects)
 
 
+def _leaves_folder(name: str) -> bool:
+    """Whether a relative path named by a file (archive member, asset) is absolute, has a
+    drive or climbs out with ``..``, with either kind of slash."""
+    normal = posixpath.normpath(name.replace("\\", "/"))
+    return normal.startswith(("/", "../")) or normal == ".." or ":" in name
+
+
 def _check_archive_member(path: str, name: str) -> None:
     """Only ``tf_keras``'s members, with relative paths that stay inside the archive."""
-    normal = posixpath.normpath(name)
-    escapes = (
-        name.startswith(("/", "\\"))
-        or "\\" in name
-        or ":" in name
-        or normal == ".."
-        or normal.startswith("../")
-    )
-    if escapes:
+    if _leaves_folder(name) or "\\" in name:
         raise UnsafeModelError(f"{path}: refused: archive member {name!r} points outside it")
     if name not in (*KERAS_ARCHIVE_MEMBERS, *_ARCHIVE_WEIGHTS) and not name.startswith("assets/"):
         raise UnsafeModelError(
@@ -217,8 +216,7 @@ def _check_graph(path: str) -> None:
 
 
 def _check_asset(path: str, filename: str) -> None:
-    normal = posixpath.normpath(filename.replace("\\", "/"))
-    if normal.startswith(("/", "../")) or normal == ".." or ":" in filename:
+    if _leaves_folder(filename):
         raise UnsafeModelError(f"{path}: refused: asset {filename!r} points outside the folder")
 
 
