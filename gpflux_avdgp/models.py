@@ -75,7 +75,7 @@ def build_avdgp(
         )
     layer_rule = check_choice("rule", rule, ModelRule).layer_rule
     expansion = {"num_points": num_points, "num_train_samples": num_train_samples}
-    layer_kwargs = {**layer_options(preset), **layer_kwargs}
+    layer_options(preset)  # validates the name
     seed = layer_kwargs.pop("seed", None)
     layers: list[tf_keras.layers.Layer] = [
         tf_keras.Input((input_dim,), dtype=gpflow.default_float())
@@ -90,7 +90,10 @@ def build_avdgp(
                 **(expansion if index == 1 else {}),
                 seed=None if seed is None else seed + index,
                 name=f"gp_layer_{index + 1}",
-                **_own_modules(layer_kwargs, copy=index > 0),
+                **_own_modules(
+                    {**layer_options(preset, last=index == len(units) - 1), **layer_kwargs},
+                    copy=index > 0,
+                ),
             )
         )
     layers.append(TrainableLikelihood(likelihood, name="likelihood"))

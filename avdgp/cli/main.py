@@ -20,6 +20,7 @@ from .fit import fit_command
 from .paper import paper_command
 from .parser import build_parser
 from .predict import predict_command
+from .uncertainty import uncertainty_command
 
 __all__ = ["main"]
 
@@ -36,6 +37,7 @@ COMMANDS = {
     "demo": demo_command,
     "fit": fit_command,
     "bench": bench_command,
+    "uncertainty": uncertainty_command,
     "paper": paper_command,
     "predict": predict_command,
     "export": export_command,

@@ -83,7 +83,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
-    for add_command in (_add_demo, _add_fit, _add_bench, _add_paper, _add_predict, _add_export):
+    for add_command in (
+        _add_demo,
+        _add_fit,
+        _add_bench,
+        _add_uncertainty,
+        _add_paper,
+        _add_predict,
+        _add_export,
+    ):
         add_command(commands)
     return parser
 
@@ -205,6 +213,41 @@ def _add_bench(commands) -> None:
     bench.add_argument("--data-root", help="folder of UCI data sets (../shared/data/uci)")
     bench.add_argument("--out", default="avdgp-bench", help="output folder (avdgp-bench)")
     bench.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+def _add_uncertainty(commands) -> None:
+    command = commands.add_parser(
+        "uncertainty",
+        help="how far each model's uncertainty can be trusted (resumable)",
+        description="Train models on 1-D problems (std far from the data: 'far'; in a gap of "
+        "the data: 'gap') and on UCI sets under covariate shift (train below a quantile of one "
+        "input, test above it); writes uncertainty.csv, uncertainty.md, band and reliability "
+        "figures; finished runs are skipped when rerun.",
+    )
+    command.add_argument(
+        "--problems",
+        default="far,gap,concrete",
+        help="comma-separated: far, gap, UCI names or paths (far,gap,concrete)",
+    )
+    command.add_argument(
+        "--models",
+        default="avdgp-ar2p,avdgp-ar2pp,svgp,dsdgp,dspp",
+        help="comma-separated models, as for bench (avdgp-ar2p,avdgp-ar2pp,svgp,dsdgp,dspp)",
+    )
+    command.add_argument("--seeds", type=_int_list, default=[0, 1, 2], help="(0,1,2)")
+    command.add_argument("--epochs", type=_positive_int, default=100, help="(100)")
+    command.add_argument(
+        "--preset", choices=("default", "paper"), default="default", help="(default)"
+    )
+    command.add_argument(
+        "--column", type=int, default=0, help="input column the shift cuts (0, the first)"
+    )
+    command.add_argument(
+        "--quantile", type=float, default=0.8, help="train below this quantile of it (0.8)"
+    )
+    command.add_argument("--data-root", help="folder of UCI data sets (../shared/data/uci)")
+    command.add_argument("--out", default="avdgp-uncertainty", help="(avdgp-uncertainty)")
+    command.add_argument("--quiet", action="store_true", help="no progress output")
 
 
 PAPER_TABLES = ("table1", "table2", "table3", "table4", "table5", "inference-ablation")

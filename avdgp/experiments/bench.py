@@ -33,7 +33,7 @@ from .bench_results import (
 )
 from .bench_tables import plot_time_curves, summarise
 from .runner import run, standardise_split
-from .zoo import ModelSpec, model_label, parse_model_name
+from .zoo import ModelSpec, model_label, parse_model_name, split_design
 
 __all__ = [
     "BenchSettings",
@@ -150,7 +150,12 @@ def _run_one(
     return its ``results.csv`` row (``status`` ``ok``, or ``failed: ...`` if it diverged)."""
     kind, rule = parse_model_name(label)
     spec = ModelSpec(
-        model=kind.value, rule=rule, seed=seed, preset=settings.preset, **settings.extra
+        model=kind.value,
+        rule=rule,
+        seed=seed,
+        preset=settings.preset,
+        design=split_design(label)[1],
+        **settings.extra,
     )
     config = TrainConfig.from_preset(
         settings.preset,

@@ -96,9 +96,34 @@ DEFAULT_INDUCING = {
 DEFAULT_HIDDEN_DIMS = (16, 4)
 
 
+#: Designs of the amortized layers measured against the default, named after a colon
+#: (``avdgp-ar2p:previous``): layer options on top of the preset's (``docs/uncertainty.md``).
+DESIGNS = {
+    "previous": {"num_anchors": 0, "whiten": False, "mean_function": None},  # before 0.5
+    "no-anchors": {"num_anchors": 0, "whiten": False},  # linear hidden means only
+    "zero-mean": {"mean_function": None},  # prior reversion with zero hidden means
+}
+
+
+def split_design(name: str) -> tuple[str, Optional[str]]:
+    """``"avdgp-ar2p:previous"`` -> ``("avdgp-ar2p", "previous")``; no colon: design ``None``.
+
+    :raises ValueError: for an unknown design, or a design of a model without amortized layers.
+    """
+    base, _, design = name.strip().lower().partition(":")
+    if not design:
+        return base, None
+    if design not in DESIGNS:
+        raise ValueError(f"model {name!r}: expected a design in {sorted(DESIGNS)}, got {design!r}")
+    if not base.startswith(("avdgp", "sgp-avi", "idsgp")):
+        raise ValueError(f"model {name!r}: designs apply to amortized models only")
+    return base, design
+
+
 def parse_model_name(name: str) -> tuple[ModelKind, Optional[str]]:
-    """``"avdgp-ar2pp"`` -> ``(AVDGP, "ar2pp")``; ``"dspp"`` -> ``(DSPP, None)``."""
-    text = name.strip().lower()
+    """``"avdgp-ar2pp"`` -> ``(AVDGP, "ar2pp")``; ``"dspp"`` -> ``(DSPP, None)``; a design
+    after a colon is checked and dropped (:func:`split_design`)."""
+    text, _ = split_design(name)
     for rule in RULES:
         if text == f"avdgp-{rule}":
             return ModelKind.AVDGP, rule
@@ -109,7 +134,7 @@ def parse_model_name(name: str) -> tuple[ModelKind, Optional[str]]:
 def model_label(name: str) -> str:
     """The canonical table name of a model name: ``"avdgp"`` -> ``"avdgp-ar2p"``."""
     kind, rule = parse_model_name(name)
-    return ModelSpec(model=kind.value, rule=rule).label
+    return ModelSpec(model=kind.value, rule=rule, design=split_design(name)[1]).label
 
 
 @dataclass(frozen=True)
@@ -130,6 +155,7 @@ class ModelSpec:
     :param seed: seeds initialisers, sigma points and Monte Carlo draws.
     :param preset: ``"default"`` or ``"paper"``: the layer options of
         :func:`gpflux_avdgp.presets.layer_options` (amortized models; ``extra`` overrides them).
+    :param design: a name in :data:`DESIGNS` (amortized models), or ``None``.
     """
 
     model: str = "avdgp"
@@ -143,6 +169,7 @@ class ModelSpec:
     seed: int = 0
     extra: dict = field(default_factory=dict)
     preset: str = "default"
+    design: Optional[str] = None
 
     @property
     def kind(self) -> ModelKind:
@@ -151,7 +178,8 @@ class ModelSpec:
     @property
     def label(self) -> str:
         """``avdgp-ar2p``, ``dsdgp``, ... as used in tables."""
-        return f"avdgp-{self.rule}" if self.kind is ModelKind.AVDGP else self.kind.value
+        label = f"avdgp-{self.rule}" if self.kind is ModelKind.AVDGP else self.kind.value
+        return label if self.design is None else f"{label}:{self.design}"
 
     def output_dim(self) -> int:
         """Width of the last layer: ``K`` for ``K > 2`` classes, else 1."""
@@ -366,7 +394,7 @@ def build_model(
     dims = spec.resolved_dims()
     inducing = spec.resolved_inducing()
     likelihood = _likelihood(task, dims[-1])
-    name = spec.label.replace("-", "_")
+    name = spec.label.replace("-", "_").replace(":", "_")
     if kind is ModelKind.SOLVE_GP:
         model = tf_keras.Sequential(
             [
@@ -398,7 +426,7 @@ def build_model(
             inference="mlp" if kind is ModelKind.IDSGP else "affine",
             full_rank=kind in SHALLOW,
             seed=spec.seed,
-            **spec.extra,
+            **{**DESIGNS.get(spec.design, {}), **spec.extra},
         )
     objective = "predictive" if kind is ModelKind.DSPP else "elbo"  # DSPP: Jankowiak et al.
     if kind is ModelKind.AVDGP:

@@ -10,6 +10,7 @@ import gpflow
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
+from ..core.anchors import anchor_weight, revert_to_prior
 from ..core.cholesky import jittered_cholesky
 from ..core.conditionals import amortized_conditional, amortized_kl
 from ..core.covariances import pointwise_covariances
@@ -104,6 +105,11 @@ class AmortizedGPLayer(MixtureLayer):
     :param whiten: whitened parameterisation ``u = m(Z) + L v``; default ``False`` (paper).
     :param hidden_layers: hidden layers of the inference MLPs (paper: 2).
     :param kl_convention: ``"paper"`` (default) or ``"per_point"``, see :class:`KLConvention`.
+    :param num_anchors: ``K`` global anchors for prior reversion (``0``: none, the paper's
+        layer): ``q(u)`` returns to the prior where the anchors no longer explain the
+        amortization input (:mod:`gpflux_avdgp.core.anchors`). Needs ``whiten=True``. The
+        anchors start at the first training batch's amortization inputs (repeated if the batch
+        has fewer rows) and are then trained.
     :param rule: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
     :param num_points: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
     :param num_train_samples: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
@@ -132,6 +138,13 @@ class AmortizedGPLayer(MixtureLayer):
     mean_function: gpflow.mean_functions.MeanFunction
     """The layer's mean function; created by :meth:`build`."""
 
+    num_anchors: int
+    """``K``, global anchors of prior reversion (``0``: none)."""
+
+    anchors: Optional[tf.Variable]
+    """``C`` ``[K, D]`` in the amortization-input space (``None`` without prior reversion);
+    created by :meth:`build`."""
+
     def __init__(
         self,
         units: int,
@@ -147,6 +160,7 @@ class AmortizedGPLayer(MixtureLayer):
         whiten: bool = False,
         hidden_layers: int = 2,
         kl_convention: str | KLConvention = KLConvention.PAPER,
+        num_anchors: int = 0,
         rule: str | PropagationRule = PropagationRule.AR2P,
         num_points: Optional[int] = None,
         num_train_samples: Optional[int] = None,
@@ -174,6 +188,12 @@ class AmortizedGPLayer(MixtureLayer):
             if not isinstance(flag, bool):
                 raise TypeError(f"{name}: expected a bool, got {flag!r}")
         self.ard, self.full_rank, self.whiten = ard, full_rank, whiten
+        self.num_anchors = check_nonnegative_int("num_anchors", num_anchors)
+        if self.num_anchors and not whiten:
+            raise ValueError(
+                f"num_anchors: prior reversion acts on the whitened q(u); pass whiten=True with "
+                f"num_anchors={self.num_anchors}, or num_anchors=0"
+            )
         if not isinstance(kernel, gpflow.kernels.Kernel):
             make_kernel(kernel, 1, ard=False)  # validates the name now, not at build
         if not isinstance(mean_function, gpflow.mean_functions.MeanFunction):
@@ -219,6 +239,31 @@ class AmortizedGPLayer(MixtureLayer):
         for module in self._gpflow_modules():
             _claim(module, self)
         self.inference.build((None, self.input_dim))
+        self.anchors, self.anchors_set = None, None
+        if self.num_anchors:
+            self.anchors = self.add_weight(
+                name="anchors",
+                shape=(self.num_anchors, self.input_dim),
+                initializer=tf_keras.initializers.Zeros(),
+                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+            )  # C, [K, D]; set from the first training batch
+            self.anchors_set = self.add_weight(
+                name="anchors_set",
+                shape=(),
+                dtype=tf.bool,
+                initializer=tf_keras.initializers.Zeros(),
+                trainable=False,
+                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+            )
+
+    def _anchor_weight(self, amortization_input: tf.Tensor, training: bool) -> tf.Tensor:
+        """``a(h)`` ``[N]``; the first training call places the anchors on its inputs."""
+        if training:
+            rows = tf.math.floormod(tf.range(self.num_anchors), tf.shape(amortization_input)[0])
+            first = tf.gather(amortization_input, rows)  # [K, D]
+            self.anchors.assign(tf.where(self.anchors_set, self.anchors, first))
+            self.anchors_set.assign(True)
+        return anchor_weight(self.kernel, amortization_input, self.anchors)
 
     def _module_configs(self) -> tuple:
         """``(kernel, mean_function)`` as saved: a name, or a checked GPflow config."""
@@ -252,6 +297,10 @@ class AmortizedGPLayer(MixtureLayer):
 
         # The name scopes group the ops in profiles (TensorBoard, benchmarks/profile_step.py).
         inducing, q_mu, q_sqrt = self.inference(amortization_input)  # Z [N, M, D]
+        if self.num_anchors:
+            with tf.name_scope("prior_reversion"):
+                weight = self._anchor_weight(amortization_input, training)  # [N]
+                q_mu, q_sqrt = revert_to_prior(q_mu, q_sqrt, weight)
         with tf.name_scope("covariances"):
             kuu, kuf, kff = pointwise_covariances(self.kernel, inducing, locations)
         with tf.name_scope("cholesky"):
@@ -292,6 +341,7 @@ class AmortizedGPLayer(MixtureLayer):
             whiten=self.whiten,
             hidden_layers=self.hidden_layers,
             kl_convention=self.kl_convention.value,
+            num_anchors=self.num_anchors,
         )
         return config
 

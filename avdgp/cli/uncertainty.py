@@ -1,0 +1,40 @@
+"""``avdgp uncertainty``: predictive uncertainty off the data, in gaps and under shift."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import CommandLineError
+from .common import progress_stream
+
+__all__ = ["uncertainty_command"]
+
+
+def uncertainty_command(args) -> int:
+    from ..experiments.uncertainty import UncertaintySettings, run_uncertainty
+    from ..experiments.uncertainty_report import summarise_uncertainty
+    from ..experiments.zoo import model_label, parse_model_name
+
+    models = [name.strip() for name in args.models.split(",") if name.strip()]
+    for name in models:
+        parse_model_name(name)  # unknown names fail before any training
+    problems = [name.strip() for name in args.problems.split(",") if name.strip()]
+    if not problems:
+        raise CommandLineError("avdgp uncertainty: --problems is empty")
+    if not 0.0 < args.quantile < 1.0:
+        raise CommandLineError(f"--quantile: expected a number in (0, 1), got {args.quantile}")
+    settings = UncertaintySettings(
+        problems=problems,
+        models=models,
+        seeds=args.seeds,
+        epochs=args.epochs,
+        preset=args.preset,
+        column=args.column,
+        quantile=args.quantile,
+        data_root=args.data_root,
+    )
+    run_uncertainty(settings, args.out, stream=progress_stream(args))
+    report = summarise_uncertainty(args.out, [model_label(name) for name in models])
+    print(report.read_text())
+    print(f"Results in {Path(args.out)}/ (uncertainty.csv, uncertainty.md, PNG figures)")
+    return 0

@@ -1,0 +1,138 @@
+"""Tables and figures of ``avdgp uncertainty`` (:mod:`.uncertainty`): ``uncertainty.md``, the
+1-D predictive bands and the reliability diagrams of the covariate-shift problems."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from .plots import _figure
+from .uncertainty import CALIBRATION_LEVELS, RESULTS_FILE, read_rows
+
+__all__ = ["summarise_uncertainty"]
+
+#: ``(column, heading)`` of each table; ``a/b`` columns show two values side by side.
+FAR_COLUMNS = (
+    ("std_in_data", "std in data"),
+    ("std_at_3", "x = 3"),
+    ("std_at_6", "x = 6"),
+    ("std_at_10", "x = 10"),
+    ("std_at_30", "x = 30"),
+    ("far_ratio", "far / in"),
+    ("coverage_95_in", "95 % coverage in data"),
+    ("seconds_per_epoch", "s / epoch"),
+)
+GAP_COLUMNS = (
+    ("gap_rmse", "RMSE in the gap"),
+    ("gap_coverage", "truth inside 95 % band"),
+    ("gap_std", "std in the gap"),
+    ("coverage_95_in", "95 % coverage in data"),
+    ("seconds_per_epoch", "s / epoch"),
+)
+SHIFT_COLUMNS = (
+    ("nll_in/nll_shift", "NLL in / shifted"),
+    ("rmse_in/rmse_shift", "RMSE in / shifted"),
+    ("coverage_95_in/coverage_95_shift", "95 % coverage in / shifted"),
+    ("coverage_50_in/coverage_50_shift", "50 % coverage in / shifted"),
+    ("mean_std_in/mean_std_shift", "mean std in / shifted"),
+    ("miscalibration_in/miscalibration_shift", "miscalibration in / shifted"),
+    ("seconds_per_epoch", "s / epoch"),
+)
+
+
+def _cell(rows: list[dict], column: str) -> str:
+    """``mean`` (one seed) or ``mean +- std`` over the rows' values of ``column``."""
+    values = np.array([float(row[column]) for row in rows if row.get(column) not in ("", None)])
+    if not len(values):
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.3f}"
+    return f"{values.mean():.3f} ± {values.std(ddof=1):.3f}"
+
+
+def _table(rows: list[dict], models: Sequence[str], columns) -> list[str]:
+    lines = [
+        "| model | seeds | " + " | ".join(heading for _, heading in columns) + " |",
+        "|---|---:|" + "---:|" * len(columns),
+    ]
+    for model in models:
+        runs = [row for row in rows if row["model"] == model]
+        if not runs:
+            continue
+        cells = [" / ".join(_cell(runs, part) for part in key.split("/")) for key, _ in columns]
+        lines.append(f"| {model} | {len(runs)} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def plot_bands(out: Path, problem: str, models: Sequence[str], seed: int = 0) -> Path | None:
+    """One panel per model: training data range, noise-free function, mean and 95 % band."""
+    files = [(m, out / "bands" / f"{problem}_{m}_seed{seed}.npz") for m in models]
+    files = [(m, f) for m, f in files if f.exists()]
+    if not files:
+        return None
+    figure = _figure(3.2 * len(files), 3.0)
+    axes = figure.subplots(1, len(files), sharey=True, squeeze=False)[0]
+    for axis, (model, file) in zip(axes, files):
+        band = np.load(file)
+        x = band["x"]
+        data = [(-2.0, 2.0)] if problem == "far" else [(-2.0, -0.5), (0.5, 2.0)]
+        for low, high in data:
+            axis.axvspan(low, high, color="0.92", lw=0)
+        axis.fill_between(x, band["lower"], band["upper"], color="C0", alpha=0.3, lw=0)
+        axis.plot(x, band["mean"], color="C0", lw=1.2)
+        axis.plot(x, np.sin(3.0 * x), color="k", lw=0.8, ls="--")
+        axis.set_title(model, fontsize=9)
+        axis.set_ylim(-3.5, 3.5)
+        axis.set_xlabel("x")
+    axes[0].set_ylabel("y: mean and 95 % band")
+    path = out / f"bands_{problem}.png"
+    figure.savefig(path, dpi=120)
+    return path
+
+
+def plot_reliability(out: Path, problem: str, rows: list[dict], models: Sequence[str]) -> Path:
+    """Observed against nominal coverage of the central intervals, in data and shifted."""
+    figure = _figure(7.0, 3.4)
+    axes = figure.subplots(1, 2, sharey=True)
+    levels = np.array(CALIBRATION_LEVELS)
+    for axis, suffix, title in zip(axes, ("in", "shift"), ("in distribution", "shifted")):
+        axis.plot([0, 1], [0, 1], color="k", lw=0.8, ls="--")
+        for index, model in enumerate(models):
+            runs = [row for row in rows if row["model"] == model]
+            if not runs:
+                continue
+            observed = [
+                np.mean([float(row[f"coverage_{round(100 * level)}_{suffix}"]) for row in runs])
+                for level in levels
+            ]
+            axis.plot(levels, observed, marker="o", ms=3, color=f"C{index}", label=model)
+        axis.set_title(f"{problem}, {title}", fontsize=9)
+        axis.set_xlabel("nominal level of the central interval")
+    axes[0].set_ylabel("fraction of targets inside")
+    axes[1].legend(fontsize=7, loc="upper left")
+    path = out / f"reliability_{problem}.png"
+    figure.savefig(path, dpi=120)
+    return path
+
+
+def summarise_uncertainty(out_dir: Path | str, models: Sequence[str]) -> Path:
+    """Write ``uncertainty.md`` and the figures from ``uncertainty.csv``; return its path."""
+    out = Path(out_dir)
+    rows = [row for row in read_rows(out / RESULTS_FILE) if row.get("status") == "ok"]
+    lines = ["# How far the uncertainty can be trusted", ""]
+    for problem in dict.fromkeys(row["problem"] for row in rows):
+        chosen = [row for row in rows if row["problem"] == problem]
+        shown = [m for m in models if any(r["model"] == m for r in chosen)]
+        columns = {"far": FAR_COLUMNS, "gap": GAP_COLUMNS}.get(problem, SHIFT_COLUMNS)
+        lines += [f"## {problem}", ""] + _table(chosen, shown, columns) + [""]
+        if problem in ("far", "gap"):
+            figure = plot_bands(out, problem, shown)
+        else:
+            figure = plot_reliability(out, problem, chosen, shown)
+        if figure is not None:
+            lines += [f"![{problem}]({figure.name})", ""]
+    path = out / "uncertainty.md"
+    path.write_text("\n".join(lines))
+    return path

@@ -1,0 +1,85 @@
+"""Prior reversion: an amortized ``q(u)`` pulled back to the prior where the input leaves the data.
+
+An amortized layer's ``q(u | h)`` is a network output. On the data the ELBO fits it; off the data
+nothing constrains it, and a network extrapolates its confident in-data scales. A sparse GP's
+posterior instead returns to the prior where its global inducing points no longer explain the
+input. Prior reversion gives the amortized layer the same property with ``K`` global *anchors*
+``C`` ``[K, D]`` in the amortization-input space: the fraction of the prior variance at ``h``
+that the anchors explain,
+
+    a(h) = k(h, C) K_CC^{-1} k(C, h) / k(h, h)   in [0, 1],
+
+is 1 on anchors (which the ELBO moves onto the data) and falls to 0 away from them, at the rate
+the kernel's lengthscale sets. The whitened ``q(v) = N(m, S)`` (``u = m(Z) + L v``) becomes
+
+    q_a(v) = N(sqrt(a) m, a S + (1 - a) I),
+
+the law of ``sqrt(a) v_q + sqrt(1 - a) eps`` (``v_q ~ q``, ``eps ~ N(0, I)`` independent): ``q``
+itself where ``a = 1``, the prior ``N(0, I)`` where ``a = 0``. The layer's marginals are then
+``mean = sqrt(a) mean_q`` and ``var = a var_q + (1 - a) k(f, f)`` (``docs/maths.md``), and the KL
+term is the closed form of ``q_a``, so the objective stays an ELBO.
+"""
+
+from __future__ import annotations
+
+import gpflow
+import numpy as np
+import tensorflow as tf
+from check_shapes import check_shapes
+
+from .cholesky import jittered_cholesky
+
+__all__ = ["anchor_weight", "revert_to_prior"]
+
+
+@check_shapes(
+    "inputs: [N, D]",
+    "anchors: [K, D]",
+    "return: [N]",
+)
+def anchor_weight(
+    kernel: gpflow.kernels.Kernel, inputs: tf.Tensor, anchors: tf.Tensor
+) -> tf.Tensor:
+    """``a(h) = k(h, C) K_CC^{-1} k(C, h) / k(h, h)`` per row of ``inputs``, in ``[0, 1]``.
+
+    ``K_CC`` gets the relative jitter of :func:`~gpflux_avdgp.core.cholesky.jittered_cholesky`,
+    so anchors that coincide do not break the factorisation.
+
+    :param kernel: the layer's GPflow kernel.
+    :param inputs: amortization inputs ``h``, ``[N, D]``.
+    :param anchors: ``C``, ``[K, D]``.
+    :returns: ``[N]``.
+    """
+    chol = jittered_cholesky(kernel(anchors)[None])[0]  # [K, K]
+    proj = tf.linalg.triangular_solve(chol, kernel(anchors, inputs), lower=True)  # [K, N]
+    explained = tf.reduce_sum(tf.square(proj), axis=0)  # [N]
+    return tf.clip_by_value(explained / kernel(inputs, full_cov=False), 0.0, 1.0)
+
+
+@check_shapes(
+    "q_mu: [N, M, Q]",
+    "q_sqrt: [N, Q, M, ...]",
+    "weight: [N]",
+    "return[0]: [N, M, Q]",
+    "return[1]: [N, Q, M, ...]",
+)
+def revert_to_prior(
+    q_mu: tf.Tensor, q_sqrt: tf.Tensor, weight: tf.Tensor
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """The whitened ``q_a(v) = N(sqrt(a) m, a S + (1 - a) I)`` for each problem's weight ``a``.
+
+    :param q_mu: whitened means ``m``, ``[N, M, Q]``.
+    :param q_sqrt: ``[N, Q, M]`` (mean-field standard deviations, which stay diagonal) or
+        ``[N, Q, M, M]`` (lower-triangular factors; refactorised).
+    :param weight: ``a``, ``[N]``, in ``[0, 1]``.
+    :returns: ``(q_mu, q_sqrt)`` of ``q_a``, shaped as given.
+    """
+    tiny = np.finfo(q_mu.dtype.as_numpy_dtype).tiny  # sqrt's gradient stays finite at a = 0
+    scale = tf.sqrt(tf.maximum(weight, tiny))[:, None, None]  # [N, 1, 1]
+    weight = weight[:, None, None]
+    if q_sqrt.shape.rank == 3:
+        return scale * q_mu, tf.sqrt(weight * tf.square(q_sqrt) + (1.0 - weight))
+    weight = weight[..., None]  # [N, 1, 1, 1]
+    eye = tf.eye(tf.shape(q_sqrt)[-1], dtype=q_sqrt.dtype)
+    covariance = weight * tf.linalg.matmul(q_sqrt, q_sqrt, transpose_b=True) + (1.0 - weight) * eye
+    return scale * q_mu, tf.linalg.cholesky(covariance)
