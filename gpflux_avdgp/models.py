@@ -12,6 +12,7 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 
 from .avdgp_model import AVDGPModel
+from .kernels import MeanFunctionArg
 from .layers import AmortizedGPLayer, TrainableLikelihood
 from .presets import layer_options
 from .rules import ModelRule
@@ -31,6 +32,7 @@ def build_avdgp(
     num_points: Optional[int] = None,
     num_train_samples: Optional[int] = None,
     preset: str = "default",
+    hidden_mean_function: MeanFunctionArg = None,
     name: str = "avdgp",
     **layer_kwargs,
 ) -> AVDGPModel:
@@ -55,6 +57,11 @@ def build_avdgp(
     :param preset: ``"default"`` or ``"paper"``: layer options from
         :func:`gpflux_avdgp.presets.layer_options` (the paper: inducing points start as noisy
         copies of the input, ``inducing_init="input"``); ``layer_kwargs`` override them.
+    :param hidden_mean_function: mean function of every layer but the last (default: the
+        ``mean_function`` of ``layer_kwargs``, zero if none), e.g. ``"linear"``: inputs far from
+        the data then stay far for the next layer instead of falling onto the zero prior mean,
+        which prior reversion (``num_anchors``) needs to reach the output
+        (``docs/uncertainty.md``).
     :param layer_kwargs: passed to every :class:`AmortizedGPLayer` (e.g. ``whiten``,
         ``full_rank``, ``kernel``, ``mean_function``, ``kl_convention``, ``seed``); a GPflow
         kernel or mean-function object is copied for every layer after the first, so each
@@ -75,7 +82,7 @@ def build_avdgp(
         )
     layer_rule = check_choice("rule", rule, ModelRule).layer_rule
     expansion = {"num_points": num_points, "num_train_samples": num_train_samples}
-    layer_options(preset)  # validates the name
+    layer_kwargs = {**layer_options(preset), **layer_kwargs}
     seed = layer_kwargs.pop("seed", None)
     layers: list[tf_keras.layers.Layer] = [
         tf_keras.Input((input_dim,), dtype=gpflow.default_float())
@@ -91,13 +98,21 @@ def build_avdgp(
                 seed=None if seed is None else seed + index,
                 name=f"gp_layer_{index + 1}",
                 **_own_modules(
-                    {**layer_options(preset, last=index == len(units) - 1), **layer_kwargs},
+                    _layer_kwargs(layer_kwargs, hidden_mean_function, index < len(units) - 1),
                     copy=index > 0,
                 ),
             )
         )
     layers.append(TrainableLikelihood(likelihood, name="likelihood"))
     return AVDGPModel(layers, name=name)
+
+
+def _layer_kwargs(layer_kwargs: dict, hidden_mean_function, hidden: bool) -> dict:
+    """``layer_kwargs`` of one layer: a hidden layer's mean function is ``hidden_mean_function``
+    when one is given."""
+    if hidden and hidden_mean_function is not None:
+        return {**layer_kwargs, "mean_function": hidden_mean_function}
+    return layer_kwargs
 
 
 def _own_modules(layer_kwargs: dict, *, copy: bool) -> dict:

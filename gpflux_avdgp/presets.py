@@ -59,22 +59,12 @@ PAPER_DIFFERENCES: dict[str, tuple[str, str, str]] = {
 DEFAULT_PATIENCE = 20
 
 
-#: Global anchors per layer of the default preset's prior reversion.
-DEFAULT_NUM_ANCHORS = 32
-
-
-def layer_options(preset: str | Preset = Preset.DEFAULT, *, last: bool = True) -> dict:
-    """Keyword options of :class:`~gpflux_avdgp.AmortizedGPLayer` that ``preset`` sets.
-
-    :param last: options for the model's last GP layer (``False``: a hidden layer, which the
-        default preset gives a learned linear mean function, so that inputs far from the data
-        stay far for the next layer instead of collapsing onto the zero prior mean).
-    """
+def layer_options(preset: str | Preset = Preset.DEFAULT) -> dict:
+    """Keyword options of :class:`~gpflux_avdgp.AmortizedGPLayer` that ``preset`` sets."""
     preset = check_choice("preset", preset, Preset)
     if preset is Preset.PAPER:
         return {"inducing_init": "input"}
-    options = {"inducing_init": "global", "whiten": True, "num_anchors": DEFAULT_NUM_ANCHORS}
-    return options if last else {**options, "mean_function": "linear"}
+    return {"inducing_init": "global"}
 
 
 def training_options(preset: str | Preset = Preset.DEFAULT) -> dict:

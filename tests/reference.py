@@ -174,6 +174,31 @@ def kl(kuu, q_mu, q_sqrt, *, whiten: bool) -> np.ndarray:
     return out
 
 
+def anchor_weight(kernel: KernelFn, inputs: np.ndarray, anchors: np.ndarray) -> np.ndarray:
+    """``a(h) = k(h, C) K_CC^-1 k(C, h) / k(h, h)`` per row of ``inputs``, explicit inverse."""
+    kcc_inv = np.linalg.inv(gram(kernel, anchors, anchors))
+    out = np.zeros(len(inputs))
+    for n, h in enumerate(inputs):
+        khc = gram(kernel, h[None], anchors)[0]
+        out[n] = khc @ kcc_inv @ khc / kernel(h, h)
+    return out
+
+
+def reverted_q(q_mu, q_sqrt, weight):
+    """``q_a(v) = N(sqrt(a) m, a S + (1 - a) I)`` per problem and output: the means ``[N, M, Q]``
+    and covariances ``[N, Q, M, M]``, from the definition."""
+    batch, num_inducing, num_outputs = q_mu.shape
+    means = np.zeros_like(q_mu)
+    covariances = np.zeros((batch, num_outputs, num_inducing, num_inducing))
+    for n in range(batch):
+        for q in range(num_outputs):
+            means[n, :, q] = math.sqrt(weight[n]) * q_mu[n, :, q]
+            covariances[n, q] = weight[n] * q_covariance(q_sqrt[n, q]) + (
+                1.0 - weight[n]
+            ) * np.eye(num_inducing)
+    return means, covariances
+
+
 def gram(kernel: KernelFn, left: np.ndarray, right: np.ndarray) -> np.ndarray:
     """``[len(left), len(right)]`` kernel matrix, entry by entry."""
     out = np.zeros((len(left), len(right)))

@@ -99,9 +99,10 @@ DEFAULT_HIDDEN_DIMS = (16, 4)
 #: Designs of the amortized layers measured against the default, named after a colon
 #: (``avdgp-ar2p:previous``): layer options on top of the preset's (``docs/uncertainty.md``).
 DESIGNS = {
-    "previous": {"num_anchors": 0, "whiten": False, "mean_function": None},  # before 0.5
-    "no-anchors": {"num_anchors": 0, "whiten": False},  # linear hidden means only
-    "zero-mean": {"mean_function": None},  # prior reversion with zero hidden means
+    # prior reversion (32 anchors, whitened q(u)) with linear hidden mean functions
+    "reverting": {"whiten": True, "num_anchors": 32, "hidden_mean_function": "linear"},
+    "anchors-only": {"whiten": True, "num_anchors": 32},  # zero hidden means
+    "linear-hidden": {"hidden_mean_function": "linear"},  # no prior reversion
 }
 
 

@@ -1,0 +1,97 @@
+"""Prior reversion (``core/anchors.py``) against the NumPy definitions in ``reference.py``."""
+
+import numpy as np
+import pytest
+import reference
+import tensorflow as tf
+from helpers import REFERENCE_TOLERANCE
+
+import gpflow
+from gpflux_avdgp.core.anchors import anchor_weight, revert_to_prior
+from gpflux_avdgp.core.conditionals import amortized_conditional, amortized_kl
+
+RTOL, ATOL = REFERENCE_TOLERANCE
+N, M, P, Q, D, K = 4, 3, 2, 2, 2, 5
+
+
+def _kernel():
+    return gpflow.kernels.Matern52(variance=1.3, lengthscales=0.9)
+
+
+def test_anchor_weight_matches_reference(rng):
+    anchors = rng.normal(size=(K, D))
+    inputs = np.concatenate([anchors[:2], rng.normal(size=(3, D)), [[40.0, -40.0]]])
+    weight = anchor_weight(_kernel(), tf.constant(inputs), tf.constant(anchors)).numpy()
+    expected = reference.anchor_weight(reference.matern52(1.3, 0.9), inputs, anchors)
+    # K_CC carries a relative jitter of 1e-6 in the package: a on an anchor is 1 - O(1e-6)
+    np.testing.assert_allclose(weight, expected, rtol=1e-5, atol=1e-5)
+    assert np.all(weight[:2] > 1 - 1e-4), "an anchor explains itself"
+    assert weight[-1] < 1e-12, "far from every anchor, nothing is explained"
+    assert np.all((0.0 <= weight) & (weight <= 1.0))
+
+
+def test_anchor_weight_survives_coinciding_anchors(rng):
+    anchors = np.repeat(rng.normal(size=(1, D)), K, axis=0)  # the first batch may repeat rows
+    weight = anchor_weight(_kernel(), tf.constant(anchors[:1]), tf.constant(anchors)).numpy()
+    assert np.isfinite(weight).all() and weight[0] > 1 - 1e-4
+
+
+def _q(rng, full_rank: bool):
+    q_mu = rng.normal(size=(N, M, Q))
+    if full_rank:
+        q_sqrt = np.tril(0.3 * rng.normal(size=(N, Q, M, M)), -1)
+        q_sqrt += np.exp(0.3 * rng.normal(size=(N, Q, M)))[..., None] * np.eye(M)
+    else:
+        q_sqrt = np.exp(0.3 * rng.normal(size=(N, Q, M)))
+    return q_mu, q_sqrt
+
+
+WEIGHTS = np.array([1.0, 0.7, 0.05, 0.0])
+
+
+@pytest.mark.parametrize("full_rank", [False, True], ids=["diag", "full"])
+def test_revert_to_prior_matches_definition(rng, full_rank):
+    q_mu, q_sqrt = _q(rng, full_rank)
+    mean, sqrt = revert_to_prior(tf.constant(q_mu), tf.constant(q_sqrt), tf.constant(WEIGHTS))
+    assert sqrt.shape == q_sqrt.shape, "mean-field stays mean-field"
+    expected_mean, expected_cov = reference.reverted_q(q_mu, q_sqrt, WEIGHTS)
+    covariance = np.array([[reference.q_covariance(s) for s in row] for row in sqrt.numpy()])
+    np.testing.assert_allclose(mean.numpy(), expected_mean, rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(covariance, expected_cov, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("full_rank", [False, True], ids=["diag", "full"])
+def test_reverted_marginals_blend_posterior_and_prior(rng, full_rank):
+    """``mean = sqrt(a) mean_q``, ``var = a var_q + (1 - a) k_ff`` (docs/maths.md), and the KL
+    of the reverted q vanishes at ``a = 0``."""
+    q_mu, q_sqrt = _q(rng, full_rank)
+    kuu, kuf, kff = reference.pointwise_covariances(
+        reference.matern52(1.3, 0.9), rng.normal(size=(N, M, D)), rng.normal(size=(N, P, D))
+    )
+    chol = tf.constant(np.linalg.cholesky(kuu + 1e-6 * np.eye(M)))
+    kuf, kff = tf.constant(kuf), tf.constant(kff)
+    mean_q, var_q = amortized_conditional(
+        chol, kuf, kff, tf.constant(q_mu), tf.constant(q_sqrt), whiten=True
+    )
+    reverted = revert_to_prior(tf.constant(q_mu), tf.constant(q_sqrt), tf.constant(WEIGHTS))
+    mean, var = amortized_conditional(chol, kuf, kff, *reverted, whiten=True)
+    a = WEIGHTS[:, None, None]
+    np.testing.assert_allclose(mean.numpy(), np.sqrt(a) * mean_q.numpy(), rtol=RTOL, atol=ATOL)
+    expected_var = a * var_q.numpy() + (1 - a) * kff.numpy()[..., None]
+    np.testing.assert_allclose(var.numpy(), expected_var, rtol=RTOL, atol=ATOL)
+    kl = amortized_kl(chol, *reverted, whiten=True).numpy()
+    expected_kl = reference.kl(None, *(x.numpy() for x in reverted), whiten=True)
+    np.testing.assert_allclose(kl, expected_kl, rtol=RTOL, atol=ATOL)
+    assert abs(kl[-1]) < 1e-10
+
+
+def test_gradients_finite_where_nothing_is_explained(rng):
+    """``sqrt(a)``'s gradient is infinite at ``a = 0``; the clamp keeps it finite."""
+    q_mu, q_sqrt = (tf.constant(x) for x in _q(rng, False))
+    anchors = tf.Variable(rng.normal(size=(K, D)))
+    inputs = tf.constant([[0.0, 0.0], [1e3, 1e3], [0.5, 1.0], [-1e3, 0.0]], dtype=tf.float64)
+    with tf.GradientTape() as tape:
+        weight = anchor_weight(_kernel(), inputs, anchors)
+        mean, sqrt = revert_to_prior(q_mu, q_sqrt, weight)
+        total = tf.reduce_sum(mean) + tf.reduce_sum(sqrt)
+    assert np.isfinite(tape.gradient(total, anchors).numpy()).all()

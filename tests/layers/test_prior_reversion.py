@@ -1,0 +1,100 @@
+"""AmortizedGPLayer's prior reversion (``num_anchors``) and the default model off the data."""
+
+from __future__ import annotations
+
+import gpflow
+import numpy as np
+import pytest
+import tensorflow as tf
+from gpflow.keras import tf_keras
+
+import gpflux_avdgp
+from gpflux_avdgp import AmortizedGPLayer
+from gpflux_avdgp.core.mixture import unpack_numpy
+
+#: The options of the ``reverting`` design (avdgp.experiments.zoo.DESIGNS).
+REVERTING = dict(whiten=True, num_anchors=32, hidden_mean_function="linear")
+
+
+def test_prior_reversion_needs_the_whitened_q():
+    with pytest.raises(ValueError) as caught:
+        AmortizedGPLayer(1, 4, 100, num_anchors=8, whiten=False)
+    assert str(caught.value) == (
+        "num_anchors: prior reversion acts on the whitened q(u); pass whiten=True with "
+        "num_anchors=8, or num_anchors=0"
+    )
+
+
+def test_anchors_start_at_the_first_training_batch_and_only_there(rng):
+    layer = AmortizedGPLayer(2, 3, 100, num_anchors=4, whiten=True, seed=0)
+    first, second = rng.normal(size=(6, 2)), rng.normal(size=(6, 2))
+    layer(tf.constant(first), training=False)  # prediction moves nothing
+    np.testing.assert_array_equal(layer.anchors.numpy(), np.zeros((4, 2)))
+    layer(tf.constant(first), training=True)
+    np.testing.assert_array_equal(layer.anchors.numpy(), first[:4])
+    layer(tf.constant(second), training=True)
+    np.testing.assert_array_equal(layer.anchors.numpy(), first[:4])
+
+
+def test_a_batch_smaller_than_the_anchors_is_repeated(rng):
+    layer = AmortizedGPLayer(1, 3, 100, num_anchors=5, whiten=True, seed=0)
+    rows = rng.normal(size=(2, 1))
+    layer(tf.constant(rows), training=True)
+    np.testing.assert_array_equal(layer.anchors.numpy(), rows[[0, 1, 0, 1, 0]])
+
+
+def test_far_from_the_anchors_the_layer_is_its_prior(rng):
+    """``a = 0``: mean ``m(x)`` and variance ``k(x, x)``, whatever the inference network says."""
+    layer = AmortizedGPLayer(2, 3, 100, num_anchors=4, whiten=True, mean_function="linear")
+    layer(tf.constant(rng.normal(size=(8, 1))), training=True)
+    far = np.array([[60.0], [-80.0]])
+    means, variances, _ = unpack_numpy(layer(tf.constant(far)).numpy())
+    expected_mean = far @ layer.mean_function.A.numpy() + layer.mean_function.b.numpy()
+    np.testing.assert_allclose(means[:, 0], expected_mean, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(variances[:, 0], layer.kernel.variance.numpy(), rtol=1e-12)
+    assert float(layer.losses[-1]) == pytest.approx(0.0, abs=1e-12)  # KL of the prior
+
+
+def test_the_config_keeps_the_anchors_and_a_file_reloads_them(rng, tmp_path):
+    model = gpflux_avdgp.build_avdgp(
+        1, [2, 1], [3, 3], 50, gpflow.likelihoods.Gaussian(), num_points=4, seed=0, **REVERTING
+    )
+    layers = [layer for layer in model.layers if isinstance(layer, AmortizedGPLayer)]
+    assert [layer.get_config()["num_anchors"] for layer in layers] == [32, 32]
+    x = rng.normal(size=(50, 1))
+    model.compile(tf_keras.optimizers.Adam(0.01))
+    model.fit(x, np.sin(x), batch_size=50, epochs=1, verbose=0)
+    model.save(tmp_path / "m.keras")
+    loaded = gpflux_avdgp.load_model(tmp_path / "m.keras")
+    for before, after in zip(layers, [layer for layer in loaded.layers if layer.weights]):
+        np.testing.assert_array_equal(after.anchors.numpy(), before.anchors.numpy())
+    np.testing.assert_allclose(loaded.predict(x, verbose=0)["std"], model.predict(x)["std"])
+
+
+def test_hidden_mean_function_is_every_layer_but_the_last():
+    model = gpflux_avdgp.build_avdgp(
+        1, [2, 2, 1], 3, 50, gpflow.likelihoods.Gaussian(), hidden_mean_function="linear"
+    )
+    layers = [layer for layer in model.layers if isinstance(layer, AmortizedGPLayer)]
+    assert [layer.get_config()["mean_function"] for layer in layers] == ["linear"] * 2 + [None]
+
+
+def test_a_reverting_model_predicts_its_prior_far_from_its_data():
+    """README's model with prior reversion and linear hidden means on ``sin(3 x)``, ``x`` in [-2, 2]: at ``x = 30`` every layer is back to
+    its prior (the linear hidden means carry the input far for the next layer), so the
+    predictive variance of ``y`` is the last kernel's variance plus the noise; inside the data
+    it is smaller (the measured profile is in docs/uncertainty.md)."""
+    tf_keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-2, 2, (300, 1))
+    y = np.sin(3 * x) + 0.1 * rng.standard_normal(x.shape)
+    likelihood = gpflow.likelihoods.Gaussian(0.1)
+    model = gpflux_avdgp.build_avdgp(
+        1, [4, 4, 1], [8, 4, 4], len(x), likelihood, seed=0, **REVERTING
+    )
+    model.compile(tf_keras.optimizers.Adam(0.01))
+    model.fit(x, y, batch_size=100, epochs=10, verbose=0)
+    std = model.predict(np.array([[0.0], [1.0], [30.0]]), verbose=0)["std"][:, 0]
+    prior = model.layers[-2].kernel.variance.numpy() + likelihood.variance.numpy()
+    assert std[-1] ** 2 == pytest.approx(prior, rel=1e-9)
+    assert std[:2].max() < 0.8 * std[-1], std
