@@ -29,14 +29,18 @@ import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from .core.mixture import GaussianMixture
+from .core.mixture import GaussianMixture, mixture_moments
+from .intervals import central_levels, interval_names, mixture_quantiles
 from .keras_metrics import MixtureMetric, predictive_y
 from .layers import MixtureLayer, TrainableLikelihood
 from .layers.base import mixture_reader_fix
-from .objectives import AVDGPLoss, is_categorical, is_classifier
+from .objectives import AVDGPLoss, component_y_moments, is_categorical, is_classifier
 from .validation import check_finite_data
 
-__all__ = ["AVDGPModel", "predictive_outputs"]
+__all__ = ["AVDGPModel", "PREDICT_LEVEL", "predictive_outputs"]
+
+#: Level of the central interval ``predict`` returns (``lower_95``, ``upper_95``).
+PREDICT_LEVEL = 0.95
 
 _CLASS_METRICS = {
     "accuracy", "acc", "binaryaccuracy", "categoricalaccuracy", "sparsecategoricalaccuracy",
@@ -121,12 +125,23 @@ def predictive_outputs(
     likelihood: gpflow.likelihoods.Likelihood, packed: tf.Tensor
 ) -> dict[str, tf.Tensor]:
     """What ``predict`` returns for a packed mixture ``[B, S, 2 Q + 1]``: ``{"mean": [B, Q],
-    "std": [B, Q]}`` of ``y`` (the noise included), or ``{"probabilities": [B, K]}`` for a
+    "std": [B, Q]}`` of ``y`` (the noise included) and, for a Gaussian likelihood, the exact
+    central 95 % interval of the predictive mixture, ``"lower_95"`` and ``"upper_95"``
+    ``[B, Q]`` (:mod:`~gpflux_avdgp.intervals`); ``{"probabilities": [B, K]}`` for a
     classifier (``K = 1`` for Bernoulli: ``p(y = 1 | x)``)."""
-    mean, variance = predictive_y(likelihood, GaussianMixture.unpack(packed))
+    mixture = GaussianMixture.unpack(packed)
+    y_means, y_variances = component_y_moments(likelihood, mixture.means, mixture.variances)
+    mean, variance = mixture_moments(mixture.weights, y_means, y_variances)
     if is_classifier(likelihood):
         return {"probabilities": mean}
-    return {"mean": mean, "std": tf.sqrt(variance)}
+    outputs = {"mean": mean, "std": tf.sqrt(variance)}
+    if isinstance(likelihood, gpflow.likelihoods.Gaussian):
+        bounds = mixture_quantiles(
+            mixture.log_weights, y_means, y_variances, central_levels(PREDICT_LEVEL)
+        )  # [B, 2, Q]
+        lower, upper = interval_names(PREDICT_LEVEL)
+        outputs.update({lower: bounds[:, 0], upper: bounds[:, 1]})
+    return outputs
 
 
 def _standard_view(likelihood: gpflow.likelihoods.Likelihood, packed: tf.Tensor) -> tf.Tensor:

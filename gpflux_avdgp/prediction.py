@@ -12,6 +12,7 @@ from gpflow.keras import tf_keras
 
 from .avdgp_model import AVDGPModel
 from .core.mixture import GaussianMixture, mixture_moments, unpack_numpy
+from .intervals import central_levels, mixture_quantiles
 from .layers.likelihood_layer import TrainableLikelihood
 from .objectives import component_y_moments, is_classifier, mixture_log_density
 from .validation import check_feature_matrix, check_positive_int
@@ -60,6 +61,33 @@ class PredictiveMixture:
             log_weights=tf.constant(np.log(self.weights)),
         )
         return mixture_log_density(self.likelihood, mixture, tf.constant(targets)).numpy()
+
+    def quantiles(self, probabilities) -> np.ndarray:
+        """Exact quantiles of ``y``'s predictive mixture at ``P`` levels, ``[N, P, Q]``
+        (bisection on the mixture CDF: :func:`~gpflux_avdgp.intervals.mixture_quantiles`).
+
+        :raises ValueError: unless the likelihood is Gaussian (then the law of ``y`` is the
+            mixture ``sum_s w_s N(m_s, v_s + noise)``), or for a level outside ``(0, 1)``.
+        """
+        if not isinstance(self.likelihood, gpflow.likelihoods.Gaussian):
+            raise ValueError(
+                "quantiles: the law of y is a Gaussian mixture under a Gaussian likelihood "
+                f"only, the model has {type(self.likelihood).__name__}"
+            )
+        with np.errstate(divide="ignore"):  # a zero weight is log 0 = -inf, exp'd back to 0
+            log_weights = np.log(self.weights)
+        return mixture_quantiles(
+            tf.constant(log_weights),
+            tf.constant(self.y_means),
+            tf.constant(self.y_variances),
+            np.atleast_1d(probabilities),
+        ).numpy()
+
+    def central_interval(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+        """The central ``level`` interval of ``y``: ``(lower, upper)``, each ``[N, Q]``, the
+        ``(1 - level) / 2`` and ``(1 + level) / 2`` quantiles (see :meth:`quantiles`)."""
+        bounds = self.quantiles(central_levels(level))
+        return bounds[:, 0], bounds[:, 1]
 
     def class_probabilities(self) -> np.ndarray:
         """Class probabilities of a classifier, the mixture of the components' probabilities.

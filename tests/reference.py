@@ -193,9 +193,9 @@ def reverted_q(q_mu, q_sqrt, weight):
     for n in range(batch):
         for q in range(num_outputs):
             means[n, :, q] = math.sqrt(weight[n]) * q_mu[n, :, q]
-            covariances[n, q] = weight[n] * q_covariance(q_sqrt[n, q]) + (
-                1.0 - weight[n]
-            ) * np.eye(num_inducing)
+            covariances[n, q] = weight[n] * q_covariance(q_sqrt[n, q]) + (1.0 - weight[n]) * np.eye(
+                num_inducing
+            )
     return means, covariances
 
 
@@ -576,3 +576,27 @@ def gaussian_mixture_crps_integral(y, weights, means, variances) -> np.ndarray:
             total += np.trapz((cdf - step) ** 2, z)
         out[n] = total
     return out
+
+
+def mixture_quantile(weights, means, variances, probability: float) -> float:
+    """``F^{-1}(p)`` of one mixture ``sum_s w_s N(m_s, v_s)`` by plain bisection on its CDF
+    (``F`` summed term by term with ``math.erfc``), bracket widened until it holds the root."""
+
+    def cdf(x: float) -> float:
+        return sum(
+            w * 0.5 * math.erfc(-(x - m) / math.sqrt(2.0 * v))
+            for w, m, v in zip(weights, means, variances)
+        )
+
+    low, high = min(means) - 1.0, max(means) + 1.0
+    while cdf(low) > probability:
+        low -= 2.0 * (high - low)
+    while cdf(high) < probability:
+        high += 2.0 * (high - low)
+    for _ in range(200):
+        middle = 0.5 * (low + high)
+        if cdf(middle) < probability:
+            low = middle
+        else:
+            high = middle
+    return 0.5 * (low + high)

@@ -193,7 +193,7 @@ def test_predict_returns_mean_and_std_of_y_for_any_batch_size_and_a_dataset(regr
     mean, variance = prediction.y_moments()  # the noise is in the variance of y
     for batch_size in (7, 200):
         outputs = model.predict(x, batch_size=batch_size, verbose=0)
-        assert set(outputs) == {"mean", "std"}
+        assert set(outputs) == {"mean", "std", "lower_95", "upper_95"}
         np.testing.assert_allclose(outputs["mean"], mean, rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(outputs["std"], np.sqrt(variance), rtol=1e-10)
     dataset = tf.data.Dataset.from_tensor_slices(x).batch(33)

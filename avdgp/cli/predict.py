@@ -15,9 +15,6 @@ from .saved_run import SavedRun, load_saved_run
 
 __all__ = ["predict_command"]
 
-#: Levels of the central 95% predictive interval written by ``predict``.
-INTERVAL_95 = (0.025, 0.975)
-
 
 def _feature_columns(
     data: str, num_features: int, target, *, class_labels: bool = False
@@ -178,7 +175,9 @@ def _prediction_rows(saved: SavedRun, inputs: np.ndarray, batch_size: int) -> li
         prediction.y_means[..., 0], prediction.y_variances[..., 0], scaler.y_std, scaler.y_mean
     )  # [N, S] each, original units
     mean, variance = metrics.mixture_mean_and_variance(weights, means, variances)  # [N]
-    bounds = metrics.mixture_quantiles(weights, means, variances, INTERVAL_95)  # [N, 2]
+    # the library's exact interval, in original units (y_std > 0 keeps the order)
+    lower, upper = (b[:, 0] * scaler.y_std + scaler.y_mean for b in prediction.central_interval())
+    bounds = np.stack([np.ravel(lower), np.ravel(upper)], axis=1)  # [N, 2]
     rows = [["mean", "std", "lower_95", "upper_95"]]
     rows += [
         [_format(m), _format(np.sqrt(v)), _format(lo), _format(hi)]

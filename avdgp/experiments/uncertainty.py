@@ -30,10 +30,11 @@ from pathlib import Path
 from typing import Optional, Sequence, TextIO
 
 import numpy as np
-from gpflux_avdgp.prediction import predict_mixture
+
+from gpflux_avdgp.prediction import PredictiveMixture, predict_mixture
 
 from .. import metrics
-from ..data import Split, Standardizer, split_dataset
+from ..data import Split, Standardizer
 from ..training import TrainConfig, TrainingDiverged
 from .bench import _load
 from .runner import SplitData, standardise_split
@@ -85,8 +86,9 @@ class UncertaintySettings:
 def interval_scores(
     y: np.ndarray, weights: np.ndarray, means: np.ndarray, variances: np.ndarray, suffix: str
 ) -> dict:
-    """NLL, RMSE, coverage at :data:`LEVELS` and :data:`CALIBRATION_LEVELS`, mean std, miscalibration and PIT histogram of a
-    mixture prediction ``[N, S]`` of targets ``y`` ``[N]``; keys end in ``_<suffix>``."""
+    """NLL, RMSE, coverage at :data:`LEVELS` and :data:`CALIBRATION_LEVELS`, mean std,
+    miscalibration and PIT histogram of a mixture prediction ``[N, S]`` of targets ``y``
+    ``[N]``; keys end in ``_<suffix>``."""
     y = np.asarray(y, dtype=np.float64).reshape(-1)
     mean, variance = metrics.mixture_mean_and_variance(weights, means, variances)
     levels = sorted(set(LEVELS) | set(CALIBRATION_LEVELS))
@@ -143,9 +145,7 @@ def shift_split(
     order = np.random.default_rng(seed).permutation(np.flatnonzero(inside))
     n_test = n_val = round(0.1 * len(order))
     test, val, train = np.split(order, [n_test, n_test + n_val])
-    split = Split(
-        *(part for rows in (train, val, test) for part in (inputs[rows], targets[rows]))
-    )
+    split = Split(*(part for rows in (train, val, test) for part in (inputs[rows], targets[rows])))
     return split, inputs[~inside], targets[~inside]
 
 
@@ -158,40 +158,43 @@ class UncertaintyData(SplitData):
         self.problem, self.shifted, self.bands = problem, shifted, None
 
     def score(self, built, task, standardizer, config, predict_batch_size) -> Scored:
-        def mixture(inputs):
-            prediction = predict_mixture(built.model, inputs, likelihood=built.likelihood)
-            return prediction.weights, prediction.y_means[..., 0], prediction.y_variances[..., 0]
+        def predict(inputs) -> PredictiveMixture:
+            return predict_mixture(built.model, inputs, likelihood=built.likelihood)
 
-        scores = interval_scores(self.split.y_test, *mixture(self.split.x_test), "in")
+        scores = interval_scores(self.split.y_test, *_arrays(predict(self.split.x_test)), "in")
         if self.shifted is not None:
             x_shift, y_shift = self.shifted
-            scores.update(interval_scores(y_shift, *mixture(x_shift), "shift"))
+            scores.update(interval_scores(y_shift, *_arrays(predict(x_shift)), "shift"))
         if self.problem in ONE_D_PROBLEMS:
-            scores.update(self._one_d_scores(mixture))
+            scores.update(self._one_d_scores(predict))
         return Scored(scores, None, None, 0.0)
 
-    def _one_d_scores(self, mixture) -> dict:
-        weights, means, variances = mixture(BAND_GRID[:, None])
-        mean, variance = metrics.mixture_mean_and_variance(weights, means, variances)
-        bounds = metrics.mixture_quantiles(weights, means, variances, [0.025, 0.975])
-        self.bands = {"x": BAND_GRID, "mean": mean, "lower": bounds[:, 0], "upper": bounds[:, 1]}
+    def _one_d_scores(self, predict) -> dict:
+        grid = predict(BAND_GRID[:, None])
+        mean, variance = (moment[:, 0] for moment in grid.y_moments())
+        lower, upper = (bound[:, 0] for bound in grid.central_interval(0.95))
+        self.bands = {"x": BAND_GRID, "mean": mean, "lower": lower, "upper": upper}
         std, truth = np.sqrt(variance), np.sin(3.0 * BAND_GRID)
         inside = np.abs(BAND_GRID) <= 2.0
         if self.problem == "far":
-            probes = np.array(FAR_PROBES)[:, None]
-            probe_std = np.sqrt(metrics.mixture_mean_and_variance(*mixture(probes))[1])
+            probe_std = np.sqrt(predict(np.array(FAR_PROBES)[:, None]).y_moments()[1][:, 0])
             scores = {f"std_at_{x:g}": float(s) for x, s in zip(FAR_PROBES, probe_std)}
             far = np.isin(FAR_PROBES, FAR_RATIO_PROBES)
             scores["std_in_data"] = float(np.mean(std[inside]))
             scores["far_ratio"] = float(np.mean(probe_std[far]) / scores["std_in_data"])
             return scores
         gap = np.abs(BAND_GRID) <= GAP_HALF_WIDTH
-        covered = (bounds[gap, 0] <= truth[gap]) & (truth[gap] <= bounds[gap, 1])
+        covered = (lower[gap] <= truth[gap]) & (truth[gap] <= upper[gap])
         return {
             "gap_rmse": float(np.sqrt(np.mean((mean[gap] - truth[gap]) ** 2))),
             "gap_coverage": float(np.mean(covered)),
             "gap_std": float(np.mean(std[gap])),
         }
+
+
+def _arrays(prediction: PredictiveMixture) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``weights, means, variances`` ``[N, S]`` of a one-output prediction of ``y``."""
+    return prediction.weights, prediction.y_means[..., 0], prediction.y_variances[..., 0]
 
 
 def _problem_data(

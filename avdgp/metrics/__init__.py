@@ -38,10 +38,8 @@ from .classification import (
 from .common import DEFAULT_CHUNK_ROWS, WEIGHT_SUM_TOLERANCE
 from .multiclass import check_class_probabilities, multiclass_metrics
 from .quantiles import (
-    QUANTILE_BRACKET_SIGMAS,
     central_interval_coverage,
     mixture_cdf,
-    mixture_quantiles,
 )
 from .ranks import average_ranks
 from .regression import (
@@ -59,7 +57,6 @@ from .regression import (
 __all__ = [
     "DEFAULT_CHUNK_ROWS",
     "PROBABILITY_CLIP",
-    "QUANTILE_BRACKET_SIGMAS",
     "WEIGHT_SUM_TOLERANCE",
     "average_ranks",
     "bernoulli_nll",
@@ -76,7 +73,6 @@ __all__ = [
     "mean_crps",
     "mixture_cdf",
     "mixture_mean_and_variance",
-    "mixture_quantiles",
     "multiclass_metrics",
     "probit_mixture_probability",
     "regression_metrics",

@@ -21,7 +21,6 @@ __all__ = [
     "check_vector",
     "mixture_moments",
     "normal_cdf",
-    "normal_pdf",
 ]
 
 #: Most rows processed at once by the pairwise CRPS term and the quantile solver.
@@ -166,14 +165,6 @@ def normal_cdf(x: np.ndarray, mean: np.ndarray, std: np.ndarray) -> np.ndarray:
     positive = std > 0.0
     z = (x - mean) / np.where(positive, std, 1.0)
     return np.where(positive, ndtr(z), (x >= mean).astype(np.float64))
-
-
-def normal_pdf(x: np.ndarray, mean: np.ndarray, std: np.ndarray) -> np.ndarray:
-    """``N(x | mean, std^2)``; zero where ``std == 0`` (the point mass has no density)."""
-    positive = std > 0.0
-    safe_std = np.where(positive, std, 1.0)
-    z = (x - mean) / safe_std
-    return np.where(positive, np.exp(-0.5 * z * z) * _INV_SQRT_2PI / safe_std, 0.0)
 
 
 def mixture_moments(

@@ -15,10 +15,12 @@ signature        inputs             outputs
                                     ``component_means`` ``[N, S, Q]``,
                                     ``component_variances`` ``[N, S, Q]``, ``weights``
                                     ``[N, S]``
-``predict_y``    ``x``              the same for the targets ``y``; for a classifier ``mean``
-                                    is the class probabilities: ``p(y = 1 | x)`` ``[N, 1]``
-                                    (Bernoulli), ``p(y = k | x)`` ``[N, K]`` (``MultiClass``,
-                                    ``Softmax``)
+``predict_y``    ``x``              the same for the targets ``y``, and for a Gaussian
+                                    likelihood ``lower_95``, ``upper_95`` ``[N, Q]``: the exact
+                                    central 95 % interval of the mixture; for a classifier
+                                    ``mean`` is the class probabilities: ``p(y = 1 | x)``
+                                    ``[N, 1]`` (Bernoulli), ``p(y = k | x)`` ``[N, K]``
+                                    (``MultiClass``, ``Softmax``)
 ``log_density``  ``x``, ``y``       ``log_density`` ``[N]``: ``log p(y | x)`` under the
                  (``[N, Q]``; class mixture
                  indices ``[N, 1]``
@@ -47,6 +49,7 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 
 from ..core.mixture import GaussianMixture, mixture_moments, unpack_numpy
+from ..intervals import central_levels, interval_names, mixture_quantiles
 from ..objectives import component_y_moments, is_categorical, mixture_log_density
 from ..prediction import model_input_spec, model_likelihood
 
@@ -221,8 +224,13 @@ class _ServingModule(tf.Module):
         @tf.function(input_signature=[x_spec])
         def predict_y(x: tf.Tensor) -> dict:
             f = mixture(x)
-            y_moments = component_y_moments(likelihood, f.means, f.variances)
-            return _moments(f.weights, *to_original_units(y_moments))
+            y_moments = to_original_units(component_y_moments(likelihood, f.means, f.variances))
+            outputs = _moments(f.weights, *y_moments)
+            if isinstance(likelihood, gpflow.likelihoods.Gaussian):
+                bounds = mixture_quantiles(f.log_weights, *y_moments, central_levels(0.95))
+                lower, upper = interval_names(0.95)
+                outputs.update({lower: bounds[:, 0], upper: bounds[:, 1]})
+            return outputs
 
         @tf.function(input_signature=[x_spec, y_spec])
         def log_density(x: tf.Tensor, y: tf.Tensor) -> dict:

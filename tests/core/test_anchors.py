@@ -1,12 +1,12 @@
 """Prior reversion (``core/anchors.py``) against the NumPy definitions in ``reference.py``."""
 
+import gpflow
 import numpy as np
 import pytest
 import reference
 import tensorflow as tf
 from helpers import REFERENCE_TOLERANCE
 
-import gpflow
 from gpflux_avdgp.core.anchors import anchor_weight, revert_to_prior
 from gpflux_avdgp.core.conditionals import amortized_conditional, amortized_kl
 

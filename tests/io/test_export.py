@@ -173,12 +173,14 @@ def _expected(model, inputs, targets) -> tuple[dict, dict, np.ndarray]:
         component_means=prediction.y_means,
         component_variances=prediction.y_variances,
     )
+    if isinstance(prediction.likelihood, gpflow.likelihoods.Gaussian):
+        y["lower_95"], y["upper_95"] = prediction.central_interval(0.95)
     return f, y, prediction.log_density(targets)
 
 
 def _assert_outputs(served: dict, expected: dict, batch: int) -> None:
-    assert set(served) == set(OUTPUTS)
-    for key in OUTPUTS:
+    assert set(OUTPUTS) <= set(served) == set(expected)
+    for key in expected:
         np.testing.assert_allclose(served[key], expected[key][:batch], rtol=RTOL, err_msg=key)
 
 
@@ -222,7 +224,7 @@ def test_standardised_export_takes_raw_features_and_answers_in_original_units(se
         models["regression"], scaler.transform_x(x_raw), scaler.transform_y(y_raw)
     )
     for moments in (f, y):
-        for key in ("mean", "component_means"):
+        for key in {"mean", "component_means", "lower_95", "upper_95"} & set(moments):
             moments[key] = moments[key] * scaler.y_std + scaler.y_mean
         for key in ("variance", "component_variances"):
             moments[key] = moments[key] * scaler.y_std**2

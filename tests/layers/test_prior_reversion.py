@@ -80,10 +80,11 @@ def test_hidden_mean_function_is_every_layer_but_the_last():
 
 
 def test_a_reverting_model_predicts_its_prior_far_from_its_data():
-    """README's model with prior reversion and linear hidden means on ``sin(3 x)``, ``x`` in [-2, 2]: at ``x = 30`` every layer is back to
-    its prior (the linear hidden means carry the input far for the next layer), so the
-    predictive variance of ``y`` is the last kernel's variance plus the noise; inside the data
-    it is smaller (the measured profile is in docs/uncertainty.md)."""
+    """README's model with prior reversion and linear hidden means on ``sin(3 x)``, ``x`` in
+    [-2, 2]: at ``x = 30`` every layer is back to its prior (the linear hidden means carry the
+    input far for the next layer), so the predictive variance of ``y`` is the last kernel's
+    variance plus the noise; inside the data it is smaller (the measured profile is in
+    docs/uncertainty.md)."""
     tf_keras.utils.set_random_seed(0)
     rng = np.random.default_rng(0)
     x = rng.uniform(-2, 2, (300, 1))

@@ -298,41 +298,6 @@ def test_mixture_cdf_matches_scipy(rng):
     )
 
 
-PROBABILITIES = [1e-4, 0.025, 0.3, 0.5, 0.8, 0.975, 1 - 1e-4]
-
-
-def test_quantiles_invert_the_mixture_cdf(rng):
-    weights, means, variances = random_mixture(rng, 40, 6)
-    # Two rows of far-apart, narrow modes: the CDF is flat between them (Newton must fall back).
-    weights[:2] = np.array([0.5, 0.5, 0, 0, 0, 0])
-    means[:2, :2] = [[-50.0, 50.0], [0.0, 1e4]]
-    variances[:2, :2] = [[1e-4, 1e-4], [1.0, 1e-6]]
-    quantiles = metrics.mixture_quantiles(weights, means, variances, PROBABILITIES, chunk_rows=16)
-    assert quantiles.shape == (40, len(PROBABILITIES))
-    assert np.all(np.diff(quantiles, axis=1) > 0)
-    for j, p in enumerate(PROBABILITIES):
-        cdf = metrics.mixture_cdf(quantiles[:, j], weights, means, variances)
-        np.testing.assert_allclose(cdf, p, rtol=0, atol=1e-9)
-
-
-def test_quantiles_of_one_gaussian_match_scipy_ppf(rng):
-    means = rng.normal(scale=10.0, size=(25, 1))
-    variances = np.exp(rng.normal(scale=2.0, size=(25, 1)))
-    quantiles = metrics.mixture_quantiles(np.ones((25, 1)), means, variances, PROBABILITIES)
-    expected = stats.norm.ppf(PROBABILITIES, means, np.sqrt(variances))
-    scale = np.abs(means) + np.sqrt(variances)
-    assert np.all(np.abs(quantiles - expected) <= 1e-10 * scale)
-    median = metrics.mixture_quantiles(np.ones((25, 1)), means, variances, 0.5)
-    assert np.all(np.abs(median - means) <= 1e-12 * scale)
-
-
-def test_quantiles_of_point_masses_are_the_generalised_inverse():
-    weights = np.array([[0.25, 0.25, 0.5]])
-    means = np.array([[0.0, 1.0, 2.0]])
-    quantiles = metrics.mixture_quantiles(weights, means, np.zeros((1, 3)), [0.1, 0.4, 0.9])
-    np.testing.assert_allclose(quantiles, [[0.0, 1.0, 2.0]], atol=1e-12)
-
-
 def test_coverage_is_nominal_on_data_drawn_from_the_mixture(rng):
     n = 200_000
     weights, means, variances = random_mixture(rng, n, 3)
@@ -345,20 +310,6 @@ def test_coverage_is_nominal_on_data_drawn_from_the_mixture(rng):
     narrow = metrics.central_interval_coverage(y, weights, means, variances / 4)
     for level, fraction in narrow.items():
         assert fraction < level - 0.05, (level, fraction)
-
-
-def test_coverage_agrees_with_explicit_quantile_intervals(rng):
-    weights, means, variances = random_mixture(rng, 500, 4)
-    y = sample_mixture(rng, weights, means, variances) * 1.3
-    levels = (0.5, 0.9)
-    coverage = metrics.central_interval_coverage(y, weights, means, variances, levels=levels)
-    for level in levels:
-        bounds = metrics.mixture_quantiles(
-            weights, means, variances, [(1 - level) / 2, (1 + level) / 2]
-        )
-        inside = (bounds[:, 0] <= y) & (y <= bounds[:, 1])
-        assert coverage[level] == pytest.approx(np.mean(inside), abs=1 / 500)
-        assert 0.0 < coverage[level] < 1.0
 
 
 # ------------------------------------------------------------------------------------------------
@@ -539,8 +490,6 @@ def test_bad_classification_input_is_rejected():
 
 
 def test_bad_options_are_rejected():
-    with pytest.raises(ValueError, match="probabilities: expected values strictly between 0 and 1"):
-        metrics.mixture_quantiles(W, M, V, [0.5, 1.0])
     with pytest.raises(ValueError, match="levels: expected values strictly between 0 and 1"):
         metrics.central_interval_coverage(Y, W, M, V, levels=(0.9, 0.0))
     with pytest.raises(ValueError, match="chunk_rows: expected an integer >= 1, got 0"):
