@@ -35,7 +35,12 @@ import time
 from pathlib import Path
 
 DATA_ROOT = Path(os.environ.get("AVDGP_DATA_ROOT", Path(__file__).parents[2] / "shared/data/uci"))
-MODELS = {"avdgp-ar2p": ("avdgp", "ar2p"), "dsdgp": ("dsdgp", None)}
+MODELS = {
+    "avdgp-ar2p": ("avdgp", "ar2p", None),
+    "avdgp-ar2p:reverting": ("avdgp", "ar2p", "reverting"),
+    "avdgp-ar2p:reverting-128": ("avdgp", "ar2p", "reverting-128"),
+    "dsdgp": ("dsdgp", None, None),
+}
 
 
 def synthetic(rows: int, dim: int = 8, seed: int = 0):
@@ -80,10 +85,10 @@ def one_configuration(args) -> dict:
     from gpflux_avdgp.prediction import predict_mixture
 
     x_train, y_train, x_test = load(args.dataset, args.synthetic_rows)
-    kind, rule = MODELS[args.model]
+    kind, rule, design = MODELS[args.model]
     tf_keras.utils.set_random_seed(0)
     with float_type(args.dtype):
-        spec = ModelSpec(model=kind, rule=rule, num_layers=3, seed=0)
+        spec = ModelSpec(model=kind, rule=rule, num_layers=3, seed=0, design=design)
         built = build_model(spec, x_train.shape[1], len(x_train), inputs=x_train[:10000])
         model = built.model
         optimizer = tf_keras.optimizers.Adam(0.005)
@@ -165,6 +170,36 @@ def table(records: list[dict]) -> str:
             f"{ours['predict_seconds'] / theirs['predict_seconds']:.2f} | "
             f"{ours['peak_rss_mb']:.0f} | {theirs['peak_rss_mb']:.0f} |"
         )
+    return "\n".join(lines)
+
+
+def design_table(records: list[dict]) -> str:
+    """Markdown: seconds per epoch and prediction of each AVDGP design against the default
+    ``avdgp-ar2p`` of the same configuration ("" when no design was run)."""
+    designs = sorted({r["model"] for r in records if ":" in r["model"]})
+    if not designs:
+        return ""
+    lines = [
+        "| data | dtype | jit | design | s/epoch | default s/epoch | ratio | predict s | ratio |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|",
+    ]
+    keys = sorted({(r["dataset"], r["dtype"], r["jit"], _steps_per_call(r)) for r in records})
+    for key in keys:
+        found = {
+            r["model"]: r
+            for r in records
+            if (r["dataset"], r["dtype"], r["jit"], _steps_per_call(r)) == key
+        }
+        default = found.get("avdgp-ar2p")
+        for design in (d for d in designs if d in found and default is not None):
+            ours = found[design]
+            lines.append(
+                f"| {key[0]} | {key[1]} | {'yes' if key[2] else 'no'} | {design} | "
+                f"{ours['seconds_per_epoch']:.2f} | {default['seconds_per_epoch']:.2f} | "
+                f"{ours['seconds_per_epoch'] / default['seconds_per_epoch']:.2f} | "
+                f"{ours['predict_seconds']:.2f} | "
+                f"{ours['predict_seconds'] / default['predict_seconds']:.2f} |"
+            )
     return "\n".join(lines)
 
 
@@ -259,6 +294,9 @@ def main(argv=None) -> int:
     extra = steps_per_call_table(records)
     if extra:
         report += "\n\nEpoch time against one training step per call:\n\n" + extra
+    designs = design_table(records)
+    if designs:
+        report += "\n\nAVDGP designs against the default:\n\n" + designs
     (out / "speed.md").write_text(report + "\n")
     print(report)
     return 0

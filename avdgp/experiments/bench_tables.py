@@ -74,8 +74,9 @@ def summarise(
     sizes, epochs = {}, {}
     for row in rows:
         per_metric = values[row["dataset"], row["model"]]
-        for key in METRICS + ("train_seconds_per_epoch", "predict_seconds"):
-            per_metric.setdefault(key, {})[int(row["seed"])] = row[key]
+        for key in METRICS + ("coverage_95", "train_seconds_per_epoch", "predict_seconds"):
+            if row.get(key) is not None:  # older results.csv files have no coverage column
+                per_metric.setdefault(key, {})[int(row["seed"])] = row[key]
         rows_total = row["n_train"] + (row.get("n_val") or 0) + row["n_test"]
         sizes[row["dataset"]] = (int(rows_total), int(row["dim"]))
         epochs.setdefault(row["dataset"], set()).add(int(row["epochs"]))
@@ -101,6 +102,7 @@ def summarise(
         cells = [f"{ranks[m][0]:.2f} ({ranks[m][1]:.2f})" if m in ranks else "–" for m in models]
         lines.append(f"| {metric.upper()} | " + " | ".join(cells) + " |")
     for key, title in (
+        ("coverage_95", "Test coverage of the central 95 % interval (nominal 0.95)"),
         ("train_seconds_per_epoch", "Training seconds per epoch (after the first)"),
         ("predict_seconds", "Test-set prediction seconds"),
     ):

@@ -101,6 +101,7 @@ DEFAULT_HIDDEN_DIMS = (16, 4)
 DESIGNS = {
     # prior reversion (32 anchors, whitened q(u)) with linear hidden mean functions
     "reverting": {"whiten": True, "num_anchors": 32, "hidden_mean_function": "linear"},
+    "reverting-128": {"whiten": True, "num_anchors": 128, "hidden_mean_function": "linear"},
     "anchors-only": {"whiten": True, "num_anchors": 32},  # zero hidden means
     "linear-hidden": {"hidden_mean_function": "linear"},  # no prior reversion
 }
