@@ -72,8 +72,12 @@ def plot_bands(out: Path, problem: str, models: Sequence[str], seed: int = 0) ->
     files = [(m, f) for m, f in files if f.exists()]
     if not files:
         return None
-    figure = _figure(3.2 * len(files), 3.0)
-    axes = figure.subplots(1, len(files), sharey=True, squeeze=False)[0]
+    columns = min(3, len(files))
+    rows = -(-len(files) // columns)
+    figure = _figure(3.2 * columns, 2.6 * rows)
+    axes = figure.subplots(rows, columns, sharex=True, sharey=True, squeeze=False).ravel()
+    for axis in axes[len(files) :]:
+        axis.set_visible(False)
     for axis, (model, file) in zip(axes, files):
         band = np.load(file)
         x = band["x"]
@@ -85,8 +89,10 @@ def plot_bands(out: Path, problem: str, models: Sequence[str], seed: int = 0) ->
         axis.plot(x, np.sin(3.0 * x), color="k", lw=0.8, ls="--")
         axis.set_title(model, fontsize=9)
         axis.set_ylim(-3.5, 3.5)
+    for axis in axes[(rows - 1) * columns :]:
         axis.set_xlabel("x")
-    axes[0].set_ylabel("y: mean and 95 % band")
+    for axis in axes[::columns]:
+        axis.set_ylabel("y: mean, 95 % band")
     path = out / f"bands_{problem}.png"
     figure.savefig(path, dpi=120)
     return path
