@@ -30,7 +30,6 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 
 from .core.mixture import GaussianMixture, mixture_moments
-from .intervals import central_levels, interval_names, mixture_quantiles
 from .keras_metrics import MixtureMetric, predictive_y
 from .layers import MixtureLayer, TrainableLikelihood
 from .layers.base import mixture_reader_fix
@@ -136,6 +135,8 @@ def predictive_outputs(
         return {"probabilities": mean}
     outputs = {"mean": mean, "std": tf.sqrt(variance)}
     if isinstance(likelihood, gpflow.likelihoods.Gaussian):
+        from .intervals import central_levels, interval_names, mixture_quantiles  # on first use
+
         bounds = mixture_quantiles(
             mixture.log_weights, y_means, y_variances, central_levels(PREDICT_LEVEL)
         )  # [B, 2, Q]

@@ -100,7 +100,7 @@ def plot_bands(out: Path, problem: str, models: Sequence[str], seed: int = 0) ->
 
 def plot_reliability(out: Path, problem: str, rows: list[dict], models: Sequence[str]) -> Path:
     """Observed against nominal coverage of the central intervals, in data and shifted."""
-    figure = _figure(7.0, 3.4)
+    figure = _figure(9.0, 3.4)
     axes = figure.subplots(1, 2, sharey=True)
     levels = np.array(CALIBRATION_LEVELS)
     for axis, suffix, title in zip(axes, ("in", "shift"), ("in distribution", "shifted")):
@@ -117,7 +117,7 @@ def plot_reliability(out: Path, problem: str, rows: list[dict], models: Sequence
         axis.set_title(f"{problem}, {title}", fontsize=9)
         axis.set_xlabel("nominal level of the central interval")
     axes[0].set_ylabel("fraction of targets inside")
-    axes[1].legend(fontsize=7, loc="upper left")
+    axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
     path = out / f"reliability_{problem}.png"
     figure.savefig(path, dpi=120)
     return path

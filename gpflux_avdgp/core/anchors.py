@@ -51,8 +51,12 @@ def anchor_weight(
     :returns: ``[N]``.
     """
     chol = jittered_cholesky(kernel(anchors)[None])[0]  # [K, K]
-    proj = tf.linalg.triangular_solve(chol, kernel(anchors, inputs), lower=True)  # [K, N]
-    explained = tf.reduce_sum(tf.square(proj), axis=0)  # [N]
+    eye = tf.eye(tf.shape(chol)[0], dtype=chol.dtype)
+    chol_inv = tf.linalg.triangular_solve(chol, eye, lower=True)  # [K, K], independent of N
+    # a product row by row (not a solve with N right-hand sides): each row's value does not
+    # depend on the other rows of the batch, to the last bit, as for the rest of the layer
+    proj = tf.linalg.matmul(kernel(inputs, anchors), chol_inv, transpose_b=True)  # [N, K]
+    explained = tf.reduce_sum(tf.square(proj), axis=-1)  # [N]
     return tf.clip_by_value(explained / kernel(inputs, full_cov=False), 0.0, 1.0)
 
 

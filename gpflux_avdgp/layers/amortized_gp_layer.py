@@ -239,7 +239,7 @@ class AmortizedGPLayer(MixtureLayer):
         for module in self._gpflow_modules():
             _claim(module, self)
         self.inference.build((None, self.input_dim))
-        self.anchors, self.anchors_set = None, None
+        self.anchors, self.anchors_placed = None, None
         if self.num_anchors:
             self.anchors = self.add_weight(
                 name="anchors",
@@ -247,22 +247,22 @@ class AmortizedGPLayer(MixtureLayer):
                 initializer=tf_keras.initializers.Zeros(),
                 aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
             )  # C, [K, D]; set from the first training batch
-            self.anchors_set = self.add_weight(
-                name="anchors_set",
+            self.anchors_placed = self.add_weight(
+                name="anchors_placed",
                 shape=(),
-                dtype=tf.bool,
+                dtype=tf.int64,
                 initializer=tf_keras.initializers.Zeros(),
                 trainable=False,
                 aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
-            )
+            )  # 0 until the first training batch has placed the anchors
 
     def _anchor_weight(self, amortization_input: tf.Tensor, training: bool) -> tf.Tensor:
         """``a(h)`` ``[N]``; the first training call places the anchors on its inputs."""
         if training:
             rows = tf.math.floormod(tf.range(self.num_anchors), tf.shape(amortization_input)[0])
             first = tf.gather(amortization_input, rows)  # [K, D]
-            self.anchors.assign(tf.where(self.anchors_set, self.anchors, first))
-            self.anchors_set.assign(True)
+            self.anchors.assign(tf.where(self.anchors_placed > 0, self.anchors, first))
+            self.anchors_placed.assign(1)
         return anchor_weight(self.kernel, amortization_input, self.anchors)
 
     def _module_configs(self) -> tuple:

@@ -37,7 +37,7 @@ from gpflux_avdgp import (
     predict_mixture,
 )
 from gpflux_avdgp.io.saving import ModelFileError
-from gpflux_avdgp.layers.gpflux_adapter import gp_layer_from_config, gp_layer_to_config
+from gpflux_avdgp.layers.gpflux_config import gp_layer_from_config, gp_layer_to_config
 
 # "" is the TensorFlow SavedModel format (a directory); saving one traces every layer, so its
 # round trips here run in the slow suite (test_saving_zoo keeps one SavedModel case by default)

@@ -1,0 +1,104 @@
+"""``avdgp uncertainty``'s pieces that need no training: the shift split, the interval scores,
+the resumable result file, the report, and design names."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from avdgp.experiments.uncertainty import (
+    CALIBRATION_LEVELS,
+    append_result,
+    interval_scores,
+    one_d_split,
+    read_rows,
+    shift_split,
+)
+from avdgp.experiments.uncertainty_report import summarise_uncertainty
+from avdgp.experiments.zoo import DESIGNS, model_label, split_design
+
+
+def test_shift_split_trains_below_the_quantile_and_tests_above(rng):
+    x = rng.normal(size=(200, 3))
+    y = rng.normal(size=(200, 1))
+    split, x_shift, y_shift = shift_split(x, y, column=1, quantile=0.8, seed=0)
+    cut = np.quantile(x[:, 1], 0.8)
+    inside = np.concatenate([split.x_train, split.x_val, split.x_test])
+    assert (inside[:, 1] <= cut).all() and (x_shift[:, 1] > cut).all()
+    assert len(inside) + len(x_shift) == 200 and len(x_shift) == 40
+    assert (len(split.x_test), len(split.x_val), len(split.x_train)) == (16, 16, 128)
+    rows = {tuple(r) for r in np.concatenate([inside, x_shift])}
+    assert len(rows) == 200, "every row is used once"
+    np.testing.assert_array_equal(y_shift[:, 0], y[x[:, 1] > cut, 0])
+
+
+def test_shift_split_refuses_a_cut_with_an_empty_side():
+    x = np.ones((10, 2))
+    with pytest.raises(ValueError, match="leaves no rows on one side"):
+        shift_split(x, np.zeros((10, 1)), column=0, quantile=0.8, seed=0)
+
+
+def test_interval_scores_of_one_gaussian_match_scipy(rng):
+    y = rng.normal(size=400)
+    means, variances = rng.normal(size=(400, 1)), np.full((400, 1), 2.0)
+    scores = interval_scores(y, np.ones((400, 1)), means, variances, "in")
+    z = (y - means[:, 0]) / np.sqrt(2.0)
+    assert scores["nll_in"] == pytest.approx(-np.mean(stats.norm.logpdf(y, means[:, 0], 2**0.5)))
+    assert scores["mean_std_in"] == pytest.approx(np.sqrt(2.0))
+    for level in (0.5, 0.9, 0.95):
+        inside = np.abs(z) <= stats.norm.ppf(0.5 + level / 2)
+        assert scores[f"coverage_{round(100 * level)}_in"] == pytest.approx(np.mean(inside))
+    expected = np.mean(
+        [
+            abs(np.mean(np.abs(z) <= stats.norm.ppf(0.5 + level / 2)) - level)
+            for level in CALIBRATION_LEVELS
+        ]
+    )
+    assert scores["miscalibration_in"] == pytest.approx(expected)
+    histogram = json.loads(scores["pit_in"])
+    assert sum(histogram) == 400 and len(histogram) == 10
+
+
+def test_one_d_problems_leave_the_gap_and_the_far_field_empty():
+    far, gap = one_d_split("far", 0), one_d_split("gap", 0)
+    assert np.abs(far.x_train).max() <= 2.0 and len(far.x_train) == 1000
+    assert (np.abs(gap.x_train) >= 0.5).all() and (np.abs(gap.x_test) >= 0.5).all()
+
+
+def test_results_are_appended_and_a_new_column_rewrites_the_header(tmp_path):
+    path = tmp_path / "uncertainty.csv"
+    append_result(path, {"problem": "far", "model": "svgp", "a": 1})
+    append_result(path, {"problem": "far", "model": "dspp", "a": 2})
+    append_result(path, {"problem": "concrete", "model": "svgp", "b": 3})
+    rows = read_rows(path)
+    assert [row["model"] for row in rows] == ["svgp", "dspp", "svgp"]
+    assert rows[0]["b"] == "" and rows[2]["b"] == "3" and rows[2]["a"] == ""
+
+
+def test_the_report_shows_mean_and_spread_and_draws_the_reliability(tmp_path):
+    base = {"problem": "concrete", "status": "ok", "epochs": 1, "preset": "default"}
+    for seed, value in enumerate((0.5, 0.7)):
+        row = {**base, "model": "avdgp-ar2p", "seed": seed}
+        for suffix in ("in", "shift"):
+            for key in ("nll", "rmse", "mean_std", "miscalibration"):
+                row[f"{key}_{suffix}"] = value
+            for level in CALIBRATION_LEVELS + (0.5, 0.9, 0.95):
+                row[f"coverage_{round(100 * level)}_{suffix}"] = level
+        append_result(tmp_path / "uncertainty.csv", row)
+    text = summarise_uncertainty(tmp_path, ["avdgp-ar2p", "svgp"]).read_text()
+    assert "| avdgp-ar2p | 2 | 0.600 ± 0.141 / 0.600 ± 0.141 |" in text
+    assert "svgp" not in text, "models without rows are not shown"
+    assert (tmp_path / "reliability_concrete.png").stat().st_size > 0
+
+
+def test_design_names():
+    assert split_design("avdgp-ar2p:previous") == ("avdgp-ar2p", "previous")
+    assert model_label("avdgp:previous") == "avdgp-ar2p:previous"
+    assert set(DESIGNS) == {"previous", "reverting-128", "anchors-only", "linear-hidden"}
+    with pytest.raises(ValueError, match="expected a design in"):
+        split_design("avdgp-ar2p:fast")
+    with pytest.raises(ValueError, match="designs apply to amortized models only"):
+        split_design("svgp:previous")
