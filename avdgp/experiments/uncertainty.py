@@ -45,6 +45,7 @@ __all__ = [
     "LEVELS",
     "ONE_D_PROBLEMS",
     "UncertaintySettings",
+    "band_file",
     "interval_scores",
     "run_uncertainty",
     "shift_split",
@@ -218,6 +219,11 @@ def _problem_data(
     return data, scaler, dataset.inputs.shape[1]
 
 
+def band_file(problem: str, model: str, seed: int) -> str:
+    """The name of a run's band file in ``bands/`` (``:`` of a design becomes ``+``)."""
+    return f"{problem}_{model.replace(':', '+')}_seed{seed}.npz"
+
+
 def read_rows(path: Path) -> list[dict]:
     if not path.exists():
         return []
@@ -284,7 +290,7 @@ def run_uncertainty(
             row.update(status="ok", seconds_per_epoch=record.train_seconds_per_epoch)
             row.update(best_epoch=record.best_epoch, **record.test)
             if data.bands is not None:
-                np.savez(out / "bands" / f"{name}_{label}_seed{seed}.npz", **data.bands)
+                np.savez(out / "bands" / band_file(name, label, seed), **data.bands)
         append_result(path, row)
         done.add(key)
     return path

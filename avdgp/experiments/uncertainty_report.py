@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from .plots import _figure
-from .uncertainty import CALIBRATION_LEVELS, RESULTS_FILE, read_rows
+from .uncertainty import CALIBRATION_LEVELS, RESULTS_FILE, band_file, read_rows
 
 __all__ = ["summarise_uncertainty"]
 
@@ -68,7 +68,7 @@ def _table(rows: list[dict], models: Sequence[str], columns) -> list[str]:
 
 def plot_bands(out: Path, problem: str, models: Sequence[str], seed: int = 0) -> Path | None:
     """One panel per model: training data range, noise-free function, mean and 95 % band."""
-    files = [(m, out / "bands" / f"{problem}_{m}_seed{seed}.npz") for m in models]
+    files = [(m, out / "bands" / band_file(problem, m, seed)) for m in models]
     files = [(m, f) for m, f in files if f.exists()]
     if not files:
         return None
