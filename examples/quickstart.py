@@ -34,7 +34,7 @@ model = gpflux_avdgp.build_avdgp(
 model.compile(tf_keras.optimizers.Adam(0.01), metrics=[gpflux_avdgp.MixtureNLL()])  # loss: ELBO
 model.fit(X, Y, batch_size=100, epochs=30, verbose=0)
 
-outputs = model.predict(X_test, verbose=0)  # {"mean": [N, 1], "std": [N, 1]} of y
+outputs = model.predict(X_test, verbose=0)  # mean, std, lower_95, upper_95 of y: [N, 1] each
 rmse = np.sqrt(np.mean((outputs["mean"] - Y_test) ** 2))
 nll = model.evaluate(X_test, Y_test, verbose=0, return_dict=True)["nll"]
 print(f"test RMSE {rmse:.3f}, test NLL {nll:.3f}, mean std {outputs['std'].mean():.3f}")
