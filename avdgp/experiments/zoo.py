@@ -99,12 +99,11 @@ DEFAULT_HIDDEN_DIMS = (16, 4)
 #: Designs of the amortized layers measured against the default, named after a colon
 #: (``avdgp-ar2p:previous``): layer options on top of the preset's (``docs/uncertainty.md``).
 DESIGNS = {
-    # the paper's layers (the default before prior reversion): unwhitened, zero hidden means
-    "previous": {"whiten": False, "num_anchors": 0, "hidden_mean_function": None},
-    "reverting-128": {"num_anchors": 128},  # 128 anchors instead of 32
-    "anchors-only": {"hidden_mean_function": None},  # zero hidden means
-    # linear hidden means without prior reversion
-    "linear-hidden": {"whiten": False, "num_anchors": 0},
+    # prior reversion (32 anchors, whitened q(u)) with linear hidden mean functions
+    "reverting": {"whiten": True, "num_anchors": 32, "hidden_mean_function": "linear"},
+    "reverting-128": {"whiten": True, "num_anchors": 128, "hidden_mean_function": "linear"},
+    "anchors-only": {"whiten": True, "num_anchors": 32},  # zero hidden means
+    "linear-hidden": {"hidden_mean_function": "linear"},  # no prior reversion
 }
 
 

@@ -95,10 +95,10 @@ def test_the_report_shows_mean_and_spread_and_draws_the_reliability(tmp_path):
 
 
 def test_design_names():
-    assert split_design("avdgp-ar2p:previous") == ("avdgp-ar2p", "previous")
-    assert model_label("avdgp:previous") == "avdgp-ar2p:previous"
-    assert set(DESIGNS) == {"previous", "reverting-128", "anchors-only", "linear-hidden"}
+    assert split_design("avdgp-ar2p:reverting") == ("avdgp-ar2p", "reverting")
+    assert model_label("avdgp:reverting") == "avdgp-ar2p:reverting"
+    assert set(DESIGNS) == {"reverting", "reverting-128", "anchors-only", "linear-hidden"}
     with pytest.raises(ValueError, match="expected a design in"):
         split_design("avdgp-ar2p:fast")
     with pytest.raises(ValueError, match="designs apply to amortized models only"):
-        split_design("svgp:previous")
+        split_design("svgp:reverting")
