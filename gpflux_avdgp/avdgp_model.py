@@ -36,10 +36,7 @@ from .layers.base import mixture_reader_fix
 from .objectives import AVDGPLoss, component_y_moments, is_categorical, is_classifier
 from .validation import check_finite_data
 
-__all__ = ["AVDGPModel", "PREDICT_LEVEL", "predictive_outputs"]
-
-#: Level of the central interval ``predict`` returns (``lower_95``, ``upper_95``).
-PREDICT_LEVEL = 0.95
+__all__ = ["AVDGPModel", "predictive_outputs"]
 
 _CLASS_METRICS = {
     "accuracy", "acc", "binaryaccuracy", "categoricalaccuracy", "sparsecategoricalaccuracy",
@@ -133,16 +130,10 @@ def predictive_outputs(
     mean, variance = mixture_moments(mixture.weights, y_means, y_variances)
     if is_classifier(likelihood):
         return {"probabilities": mean}
-    outputs = {"mean": mean, "std": tf.sqrt(variance)}
-    if isinstance(likelihood, gpflow.likelihoods.Gaussian):
-        from .intervals import central_levels, interval_names, mixture_quantiles  # on first use
+    from .intervals import interval_outputs  # loaded on first use
 
-        bounds = mixture_quantiles(
-            mixture.log_weights, y_means, y_variances, central_levels(PREDICT_LEVEL)
-        )  # [B, 2, Q]
-        lower, upper = interval_names(PREDICT_LEVEL)
-        outputs.update({lower: bounds[:, 0], upper: bounds[:, 1]})
-    return outputs
+    intervals = interval_outputs(likelihood, mixture.log_weights, y_means, y_variances)
+    return {"mean": mean, "std": tf.sqrt(variance), **intervals}
 
 
 def _standard_view(likelihood: gpflow.likelihoods.Likelihood, packed: tf.Tensor) -> tf.Tensor:

@@ -14,11 +14,22 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import gpflow
 import numpy as np
 import tensorflow as tf
 from check_shapes import check_shapes
 
-__all__ = ["BISECTIONS", "central_levels", "interval_names", "mixture_quantiles"]
+__all__ = [
+    "BISECTIONS",
+    "PREDICT_LEVEL",
+    "central_levels",
+    "interval_names",
+    "interval_outputs",
+    "mixture_quantiles",
+]
+
+#: Level of the central interval ``predict`` and the exported ``predict_y`` return.
+PREDICT_LEVEL = 0.95
 
 #: Halvings of the bracket per float type: ``2^-80`` (``2^-48``) of the bracket is below
 #: float64's (float32's) resolution of the mixture's scale even for components spread over
@@ -91,6 +102,23 @@ def mixture_quantiles(
         (tf.constant(0), lower, upper),
     )
     return (0.5 * (lower + upper))[:, :, 0, :]
+
+
+def interval_outputs(
+    likelihood: gpflow.likelihoods.Likelihood,
+    log_weights: tf.Tensor,
+    y_means: tf.Tensor,
+    y_variances: tf.Tensor,
+    level: float = PREDICT_LEVEL,
+) -> dict[str, tf.Tensor]:
+    """``{"lower_95": [N, Q], "upper_95": [N, Q]}`` (for ``level = 0.95``) of ``y``'s mixture
+    ``[N, S, Q]`` under a Gaussian likelihood; ``{}`` for any other, whose law of ``y`` is not
+    a Gaussian mixture. One owner for ``predict`` and the exported ``predict_y``."""
+    if not isinstance(likelihood, gpflow.likelihoods.Gaussian):
+        return {}
+    bounds = mixture_quantiles(log_weights, y_means, y_variances, central_levels(level))
+    lower, upper = interval_names(level)
+    return {lower: bounds[:, 0], upper: bounds[:, 1]}
 
 
 def _normal_cdf(z: tf.Tensor) -> tf.Tensor:

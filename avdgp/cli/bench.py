@@ -5,18 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import CommandLineError
-from .common import progress_stream
+from .common import checked_model_names, progress_stream
 
 __all__ = ["bench_command"]
 
 
 def bench_command(args) -> int:
     from ..experiments.bench import BenchSettings, run_bench
-    from ..experiments.zoo import parse_model_name
 
-    models = [name for name in args.models.split(",") if name.strip()]
-    for name in models:
-        parse_model_name(name)  # unknown names fail before any training
+    models = checked_model_names(args.models)
     datasets = [name.strip() for name in args.datasets.split(",") if name.strip()]
     if not datasets:
         raise CommandLineError("avdgp bench: --datasets is empty")

@@ -15,6 +15,7 @@ from ..errors import CommandLineError, write_failure_reason
 __all__ = [
     "check_output_file",
     "check_output_paths",
+    "checked_model_names",
     "one_line",
     "print_record",
     "progress_stream",
@@ -25,6 +26,19 @@ __all__ = [
 
 def progress_stream(args) -> Optional[object]:
     return None if args.quiet else sys.stderr
+
+
+def checked_model_names(text: str) -> list[str]:
+    """The comma-separated model names of ``--models``, each checked before any training.
+
+    :raises ValueError: naming an unknown model or design.
+    """
+    from ..experiments.zoo import parse_model_name
+
+    models = [name.strip() for name in text.split(",") if name.strip()]
+    for name in models:
+        parse_model_name(name)
+    return models
 
 
 def one_line(error: Exception) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import CommandLineError
-from .common import progress_stream
+from .common import checked_model_names, progress_stream
 
 __all__ = ["uncertainty_command"]
 
@@ -13,16 +13,16 @@ __all__ = ["uncertainty_command"]
 def uncertainty_command(args) -> int:
     from ..experiments.uncertainty import UncertaintySettings, run_uncertainty
     from ..experiments.uncertainty_report import summarise_uncertainty
-    from ..experiments.zoo import model_label, parse_model_name
+    from ..experiments.zoo import model_label
 
-    models = [name.strip() for name in args.models.split(",") if name.strip()]
-    for name in models:
-        parse_model_name(name)  # unknown names fail before any training
+    models = checked_model_names(args.models)
     problems = [name.strip() for name in args.problems.split(",") if name.strip()]
     if not problems:
         raise CommandLineError("avdgp uncertainty: --problems is empty")
     if not 0.0 < args.quantile < 1.0:
-        raise CommandLineError(f"--quantile: expected a number in (0, 1), got {args.quantile}")
+        raise CommandLineError(
+            f"avdgp uncertainty: --quantile: expected a number in (0, 1), got {args.quantile}"
+        )
     settings = UncertaintySettings(
         problems=problems,
         models=models,

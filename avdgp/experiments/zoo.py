@@ -97,7 +97,7 @@ DEFAULT_HIDDEN_DIMS = (16, 4)
 
 
 #: Designs of the amortized layers measured against the default, named after a colon
-#: (``avdgp-ar2p:previous``): layer options on top of the preset's (``docs/uncertainty.md``).
+#: (``avdgp-ar2p:reverting``): layer options on top of the preset's (``docs/uncertainty.md``).
 DESIGNS = {
     # prior reversion (32 anchors, whitened q(u)) with linear hidden mean functions
     "reverting": {"whiten": True, "num_anchors": 32, "hidden_mean_function": "linear"},
@@ -108,7 +108,7 @@ DESIGNS = {
 
 
 def split_design(name: str) -> tuple[str, Optional[str]]:
-    """``"avdgp-ar2p:previous"`` -> ``("avdgp-ar2p", "previous")``; no colon: design ``None``.
+    """``"avdgp-ar2p:reverting"`` -> ``("avdgp-ar2p", "reverting")``; no colon: design ``None``.
 
     :raises ValueError: for an unknown design, or a design of a model without amortized layers.
     """

@@ -49,7 +49,7 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 
 from ..core.mixture import GaussianMixture, mixture_moments, unpack_numpy
-from ..intervals import central_levels, interval_names, mixture_quantiles
+from ..intervals import interval_outputs
 from ..objectives import component_y_moments, is_categorical, mixture_log_density
 from ..prediction import model_input_spec, model_likelihood
 
@@ -225,12 +225,10 @@ class _ServingModule(tf.Module):
         def predict_y(x: tf.Tensor) -> dict:
             f = mixture(x)
             y_moments = to_original_units(component_y_moments(likelihood, f.means, f.variances))
-            outputs = _moments(f.weights, *y_moments)
-            if isinstance(likelihood, gpflow.likelihoods.Gaussian):
-                bounds = mixture_quantiles(f.log_weights, *y_moments, central_levels(0.95))
-                lower, upper = interval_names(0.95)
-                outputs.update({lower: bounds[:, 0], upper: bounds[:, 1]})
-            return outputs
+            return {
+                **_moments(f.weights, *y_moments),
+                **interval_outputs(likelihood, f.log_weights, *y_moments),
+            }
 
         @tf.function(input_signature=[x_spec, y_spec])
         def log_density(x: tf.Tensor, y: tf.Tensor) -> dict:
