@@ -29,7 +29,7 @@ from check_shapes import check_shapes
 
 from .cholesky import jittered_cholesky
 
-__all__ = ["anchor_weight", "revert_to_prior"]
+__all__ = ["anchor_weight", "revert_to_prior", "spread_rows"]
 
 
 @check_shapes(
@@ -87,3 +87,20 @@ def revert_to_prior(
     eye = tf.eye(tf.shape(q_sqrt)[-1], dtype=q_sqrt.dtype)
     covariance = weight * tf.linalg.matmul(q_sqrt, q_sqrt, transpose_b=True) + (1.0 - weight) * eye
     return scale * q_mu, tf.linalg.cholesky(covariance)
+
+
+@check_shapes(
+    "inputs: [N, D]",
+    "return: [K, D]",
+)
+def spread_rows(inputs: tf.Tensor, count: int) -> tf.Tensor:
+    """``count`` rows of ``inputs`` evenly spread over its ``N`` rows (row ``floor(k N / K)``
+    for ``k < K``; rows repeat when ``N < K``): where the anchors start. Rows ordered datapoint
+    by datapoint (AR1's samples) give anchors at ``K`` datapoints, not the first one's samples.
+
+    :param inputs: ``[N, D]``.
+    :param count: ``K``.
+    :returns: ``[K, D]``.
+    """
+    rows = tf.range(count, dtype=tf.int64) * tf.cast(tf.shape(inputs)[0], tf.int64) // count
+    return tf.gather(inputs, rows)

@@ -2,6 +2,7 @@
 
 from ..inference import InferenceKind
 from .amortized_gp_layer import AmortizedGPLayer, KLConvention
+from .anchor_placement import place_anchors
 from .base import MixtureLayer
 from .gpflux_adapter import SigmaPointGPLayer
 from .likelihood_layer import TrainableLikelihood
@@ -16,4 +17,5 @@ __all__ = [
     "MixtureSample",
     "SigmaPointGPLayer",
     "TrainableLikelihood",
+    "place_anchors",
 ]

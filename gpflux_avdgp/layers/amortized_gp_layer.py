@@ -10,7 +10,7 @@ import gpflow
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from ..core.anchors import anchor_weight, revert_to_prior
+from ..core.anchors import anchor_weight, revert_to_prior, spread_rows
 from ..core.cholesky import jittered_cholesky
 from ..core.conditionals import amortized_conditional, amortized_kl
 from ..core.covariances import pointwise_covariances
@@ -108,8 +108,8 @@ class AmortizedGPLayer(MixtureLayer):
     :param num_anchors: ``K`` global anchors for prior reversion (``0``: none, the paper's
         layer): ``q(u)`` returns to the prior where the anchors no longer explain the
         amortization input (:mod:`gpflux_avdgp.core.anchors`). Needs ``whiten=True``. The
-        anchors start at the first training batch's amortization inputs (repeated if the batch
-        has fewer rows) and are then trained.
+        anchors start at amortization inputs of the first training batch, spread over its rows
+        (:func:`~gpflux_avdgp.layers.anchor_placement.place_anchors`), and are then trained.
     :param rule: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
     :param num_points: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
     :param num_train_samples: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
@@ -240,6 +240,7 @@ class AmortizedGPLayer(MixtureLayer):
             _claim(module, self)
         self.inference.build((None, self.input_dim))
         self.anchors, self.anchors_placed = None, None
+        self._placing_anchors = False
         if self.num_anchors:
             self.anchors = self.add_weight(
                 name="anchors",
@@ -257,13 +258,24 @@ class AmortizedGPLayer(MixtureLayer):
             )  # 0 until the first training batch has placed the anchors
 
     def _anchor_weight(self, amortization_input: tf.Tensor, training: bool) -> tf.Tensor:
-        """``a(h)`` ``[N]``; the first training call places the anchors on its inputs."""
-        if training:
-            rows = tf.math.floormod(tf.range(self.num_anchors), tf.shape(amortization_input)[0])
-            first = tf.gather(amortization_input, rows)  # [K, D]
+        """``a(h)`` ``[N]``. The anchors are placed on the amortization inputs of a call of
+        :func:`~gpflux_avdgp.layers.anchor_placement.place_anchors` (``AVDGPModel.fit`` makes
+        one on the first batch); a training graph traced while they are not yet placed places
+        them on its first batch."""
+        if self._placing_anchors:  # eager, inside place_anchors
+            self.anchors.assign(spread_rows(amortization_input, self.num_anchors))
+            self.anchors_placed.assign(1)
+        elif training and not self._anchors_placed_now():
+            first = spread_rows(amortization_input, self.num_anchors)  # [K, D]
             self.anchors.assign(tf.where(self.anchors_placed > 0, self.anchors, first))
             self.anchors_placed.assign(1)
         return anchor_weight(self.kernel, amortization_input, self.anchors)
+
+    def _anchors_placed_now(self) -> bool:
+        """Whether the anchors are placed, read outside any graph being traced: a graph traced
+        after the placement has no placement ops (and no order to keep between steps)."""
+        with tf.init_scope():
+            return bool(self.anchors_placed.numpy())
 
     def _module_configs(self) -> tuple:
         """``(kernel, mean_function)`` as saved: a name, or a checked GPflow config."""

@@ -7,7 +7,7 @@ import reference
 import tensorflow as tf
 from helpers import REFERENCE_TOLERANCE
 
-from gpflux_avdgp.core.anchors import anchor_weight, revert_to_prior
+from gpflux_avdgp.core.anchors import anchor_weight, revert_to_prior, spread_rows
 from gpflux_avdgp.core.conditionals import amortized_conditional, amortized_kl
 
 RTOL, ATOL = REFERENCE_TOLERANCE
@@ -95,3 +95,10 @@ def test_gradients_finite_where_nothing_is_explained(rng):
         mean, sqrt = revert_to_prior(q_mu, q_sqrt, weight)
         total = tf.reduce_sum(mean) + tf.reduce_sum(sqrt)
     assert np.isfinite(tape.gradient(total, anchors).numpy()).all()
+
+
+@pytest.mark.parametrize("rows, count", [(6, 4), (2, 5), (1024, 32), (7, 7)])
+def test_spread_rows_takes_row_floor_k_n_over_k(rows, count):
+    inputs = np.arange(rows * 2, dtype=np.float64).reshape(rows, 2)
+    expected = inputs[[k * rows // count for k in range(count)]]  # the loop, in NumPy
+    np.testing.assert_array_equal(spread_rows(tf.constant(inputs), count).numpy(), expected)

@@ -25,22 +25,88 @@ def test_prior_reversion_needs_the_whitened_q():
     )
 
 
-def test_anchors_start_at_the_first_training_batch_and_only_there(rng):
+def test_a_graph_traced_before_placement_places_on_its_first_batch_and_only_there(rng):
+    """The fallback of any model type: rows spread over the first training batch
+    (``floor(k N / K)``: rows 0, 1, 3, 4 of 6), then never again."""
     layer = AmortizedGPLayer(2, 3, 100, num_anchors=4, whiten=True, seed=0)
     first, second = rng.normal(size=(6, 2)), rng.normal(size=(6, 2))
     layer(tf.constant(first), training=False)  # prediction moves nothing
     np.testing.assert_array_equal(layer.anchors.numpy(), np.zeros((4, 2)))
-    layer(tf.constant(first), training=True)
-    np.testing.assert_array_equal(layer.anchors.numpy(), first[:4])
-    layer(tf.constant(second), training=True)
-    np.testing.assert_array_equal(layer.anchors.numpy(), first[:4])
+    step = tf.function(lambda inputs: layer(inputs, training=True))
+    step(tf.constant(first))
+    np.testing.assert_array_equal(layer.anchors.numpy(), first[[0, 1, 3, 4]])
+    step(tf.constant(second))
+    np.testing.assert_array_equal(layer.anchors.numpy(), first[[0, 1, 3, 4]])
 
 
 def test_a_batch_smaller_than_the_anchors_is_repeated(rng):
     layer = AmortizedGPLayer(1, 3, 100, num_anchors=5, whiten=True, seed=0)
     rows = rng.normal(size=(2, 1))
     layer(tf.constant(rows), training=True)
-    np.testing.assert_array_equal(layer.anchors.numpy(), rows[[0, 1, 0, 1, 0]])
+    np.testing.assert_array_equal(layer.anchors.numpy(), rows[[0, 0, 0, 1, 1]])
+
+
+def _reverting_model(num_data: int, **kwargs) -> gpflux_avdgp.AVDGPModel:
+    model = gpflux_avdgp.build_avdgp(
+        1,
+        [2, 1],
+        [3, 3],
+        num_data,
+        gpflow.likelihoods.Gaussian(),
+        num_points=4,
+        seed=0,
+        **{**REVERTING, "num_anchors": 8, **kwargs},
+    )
+    model.compile(tf_keras.optimizers.SGD(0.0))  # the weights stay where fit found them
+    return model
+
+
+@pytest.mark.parametrize("batch_size", [7, 50])
+def test_fit_places_the_anchors_over_the_whole_training_set_whatever_the_batch(rng, batch_size):
+    """``AVDGPModel.fit`` places the anchors before training on rows spread over all of ``x``
+    (sorted here: the first batch alone would put every anchor at one end), so the batch size,
+    the replicas of a strategy and the steps per call cannot change them."""
+    x = np.sort(rng.uniform(-2, 2, (50, 1)), axis=0)
+    model = _reverting_model(len(x))
+    model.fit(x, np.sin(x), batch_size=batch_size, epochs=1, shuffle=False, verbose=0)
+    first = model.layers[0]
+    np.testing.assert_array_equal(first.anchors.numpy(), x[np.arange(8) * 50 // 8])
+    assert int(first.anchors_placed.numpy()) == 1
+
+
+def test_the_training_graph_after_placement_has_no_placement_ops(rng):
+    """Placed before ``fit`` traces its step, the step reads the anchors and never assigns
+    them: no per-step ops, nothing to order between steps or replicas."""
+    x = rng.normal(size=(20, 1))
+    model = _reverting_model(len(x))
+    model.fit(x, np.sin(x), batch_size=10, epochs=1, verbose=0)
+    graph = model.train_function.get_concrete_function(
+        iter(tf.data.Dataset.from_tensor_slices((x, np.sin(x))).batch(10))
+    ).graph
+    assigns = [
+        op.name
+        for op in graph.get_operations()
+        if "prior_reversion" in op.name and op.type.startswith("Assign")
+    ]
+    assert assigns == []
+
+
+def test_place_anchors_places_each_layer_on_its_own_inputs_once(rng):
+    """The second layer's anchors are the first layer's outputs (its amortization inputs) at
+    the spread rows, in prediction mode: the draw counter and every other weight stay."""
+    x = rng.normal(size=(40, 1))
+    model = _reverting_model(len(x), rule="ar2")
+    before = {w.name: w.numpy() for w in model.weights if "anchors" not in w.name}
+    assert gpflux_avdgp.layers.place_anchors(model, x) is True
+    assert gpflux_avdgp.layers.place_anchors(model, x + 5.0) is False  # placed: left alone
+    after = {w.name: w.numpy() for w in model.weights if "anchors" not in w.name}
+    for name, value in before.items():
+        np.testing.assert_array_equal(after[name], value, err_msg=name)
+    first, second = model.layers[0], model.layers[1]
+    rows = np.arange(8) * 40 // 8
+    np.testing.assert_array_equal(first.anchors.numpy(), x[rows])
+    hidden = unpack_numpy(first(tf.constant(x[rows])).numpy())[0][:, 0]  # AR2: the means
+    np.testing.assert_allclose(second.anchors.numpy(), hidden, rtol=1e-12)
 
 
 def test_far_from_the_anchors_the_layer_is_its_prior(rng):
