@@ -37,7 +37,7 @@ from pathlib import Path
 DATA_ROOT = Path(os.environ.get("AVDGP_DATA_ROOT", Path(__file__).parents[2] / "shared/data/uci"))
 MODELS = {
     "avdgp-ar2p": ("avdgp", "ar2p", None),
-    "avdgp-ar2p:reverting": ("avdgp", "ar2p", "reverting"),
+    "avdgp-ar2p:previous": ("avdgp", "ar2p", "previous"),
     "avdgp-ar2p:reverting-128": ("avdgp", "ar2p", "reverting-128"),
     "dsdgp": ("dsdgp", None, None),
 }

@@ -14,6 +14,7 @@ from gpflow.keras import tf_keras
 from .avdgp_model import AVDGPModel
 from .kernels import MeanFunctionArg
 from .layers import AmortizedGPLayer, TrainableLikelihood
+from .presets import hidden_mean_function as preset_hidden_mean_function
 from .presets import layer_options
 from .rules import ModelRule
 from .validation import check_choice, check_positive_int
@@ -32,7 +33,7 @@ def build_avdgp(
     num_points: Optional[int] = None,
     num_train_samples: Optional[int] = None,
     preset: str = "default",
-    hidden_mean_function: MeanFunctionArg = None,
+    hidden_mean_function: MeanFunctionArg | str = "preset",
     name: str = "avdgp",
     **layer_kwargs,
 ) -> AVDGPModel:
@@ -57,10 +58,12 @@ def build_avdgp(
     :param preset: ``"default"`` or ``"paper"``: layer options from
         :func:`gpflux_avdgp.presets.layer_options` (the paper: inducing points start as noisy
         copies of the input, ``inducing_init="input"``); ``layer_kwargs`` override them.
-    :param hidden_mean_function: mean function of every layer but the last (default: the
-        ``mean_function`` of ``layer_kwargs``, zero if none), e.g. ``"linear"``: inputs far from
-        the data then stay far for the next layer instead of falling onto the zero prior mean,
-        which prior reversion (``num_anchors``) needs to reach the output
+    :param hidden_mean_function: mean function of every layer but the last: ``"preset"``
+        (default) takes :func:`gpflux_avdgp.presets.hidden_mean_function` (``"linear"``, none
+        under ``preset="paper"``) unless ``layer_kwargs`` has a ``mean_function``; ``None`` uses
+        the ``mean_function`` of ``layer_kwargs`` for every layer. A linear mean keeps an input
+        far from the data far for the next layer instead of letting it fall onto the zero
+        prior mean, which prior reversion (``num_anchors``) needs to reach the output
         (``docs/uncertainty.md``).
     :param layer_kwargs: passed to every :class:`AmortizedGPLayer` (e.g. ``whiten``,
         ``full_rank``, ``kernel``, ``mean_function``, ``kl_convention``, ``seed``); a GPflow
@@ -82,6 +85,9 @@ def build_avdgp(
         )
     layer_rule = check_choice("rule", rule, ModelRule).layer_rule
     expansion = {"num_points": num_points, "num_train_samples": num_train_samples}
+    if isinstance(hidden_mean_function, str) and hidden_mean_function == "preset":
+        given = "mean_function" in layer_kwargs
+        hidden_mean_function = None if given else preset_hidden_mean_function(preset)
     layer_kwargs = {**layer_options(preset), **layer_kwargs}
     seed = layer_kwargs.pop("seed", None)
     layers: list[tf_keras.layers.Layer] = [

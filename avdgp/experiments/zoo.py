@@ -37,6 +37,7 @@ import gpflux
 import numpy as np
 from gpflow.keras import tf_keras
 
+from gpflux_avdgp.avdgp_model import AVDGPModel
 from gpflux_avdgp.layers import SigmaPointGPLayer, TrainableLikelihood
 from gpflux_avdgp.layers.gpflux_config import use_mean_field
 from gpflux_avdgp.models import build_avdgp
@@ -97,18 +98,23 @@ DEFAULT_HIDDEN_DIMS = (16, 4)
 
 
 #: Designs of the amortized layers measured against the default, named after a colon
-#: (``avdgp-ar2p:reverting``): layer options on top of the preset's (``docs/uncertainty.md``).
+#: (``avdgp-ar2p:previous``): layer options on top of the preset's (``docs/uncertainty.md``).
 DESIGNS = {
-    # prior reversion (32 anchors, whitened q(u)) with linear hidden mean functions
-    "reverting": {"whiten": True, "num_anchors": 32, "hidden_mean_function": "linear"},
-    "reverting-128": {"whiten": True, "num_anchors": 128, "hidden_mean_function": "linear"},
-    "anchors-only": {"whiten": True, "num_anchors": 32},  # zero hidden means
-    "linear-hidden": {"hidden_mean_function": "linear"},  # no prior reversion
+    # the paper's layers (the default before prior reversion): unwhitened, zero hidden means
+    "previous": {"whiten": False, "num_anchors": 0, "hidden_mean_function": None},
+    "reverting-128": {"num_anchors": 128},  # 128 anchors instead of 32
+    "anchors-only": {"hidden_mean_function": None},  # zero hidden means
+    # linear hidden means without prior reversion
+    "linear-hidden": {"whiten": False, "num_anchors": 0},
+    # the default's hidden layers, then a GPflux GPLayer with 32 global inducing points last
+    "global-last": {"global_last": 32},
+    # the same without prior reversion in the amortized hidden layers
+    "linear-hidden-global-last": {"whiten": False, "num_anchors": 0, "global_last": 32},
 }
 
 
 def split_design(name: str) -> tuple[str, Optional[str]]:
-    """``"avdgp-ar2p:reverting"`` -> ``("avdgp-ar2p", "reverting")``; no colon: design ``None``.
+    """``"avdgp-ar2p:previous"`` -> ``("avdgp-ar2p", "previous")``; no colon: design ``None``.
 
     :raises ValueError: for an unknown design, or a design of a model without amortized layers.
     """
@@ -374,6 +380,50 @@ def _solve_gp_layer(
     )
 
 
+def _with_global_last(
+    model: AVDGPModel,
+    spec: ModelSpec,
+    dims: list[int],
+    num_inducing: int,
+    num_data: int,
+    inputs: Optional[np.ndarray],
+) -> AVDGPModel:
+    """``model`` with its last amortized layer replaced by a GPflux ``GPLayer`` with
+    ``num_inducing`` global inducing points (zero mean), started at training inputs mapped
+    through the hidden layers' initial identity-like linear means (random if not given)."""
+    *hidden, _, likelihood_layer = model.layers
+    if not hidden:
+        raise ValueError(f"design {spec.design!r}: needs at least two layers")
+    rng = np.random.default_rng(spec.seed)
+    if inputs is not None and len(inputs) >= num_inducing:
+        chosen = np.asarray(inputs)[rng.choice(len(inputs), num_inducing, replace=False)]
+        z_init = chosen[:, : dims[-2]]
+        z_init = np.pad(z_init, ((0, 0), (0, dims[-2] - z_init.shape[1])))
+    else:
+        z_init = rng.standard_normal((num_inducing, dims[-2]))
+    gp_layer = _gpflux_layer(
+        np.array(z_init, np.float64),
+        dims[-1],
+        num_data,
+        gpflow.mean_functions.Zero(),
+        "gpflux_last",
+    )
+    rule = hidden[-1].rule
+    last = SigmaPointGPLayer(
+        gp_layer,
+        rule=rule,
+        **({"num_points": spec.num_points} if len(hidden) == 1 else {}),
+        seed=spec.seed + len(hidden),
+        name=f"gp_layer_{len(hidden) + 1}",
+    )
+    return AVDGPModel(
+        [tf_keras.Input(model.input_shape[1:], dtype=gpflow.default_float())]
+        + hidden
+        + [last, likelihood_layer],
+        name=model.name,
+    )
+
+
 def build_model(
     spec: ModelSpec,
     input_dim: int,
@@ -415,6 +465,8 @@ def build_model(
             name=name,
         )
     else:  # AVDGP, SGP-AVI, IDSGP: the package's one builder
+        options = {**DESIGNS.get(spec.design, {}), **spec.extra}
+        global_last = options.pop("global_last", None)
         model = build_avdgp(
             input_dim,
             dims,
@@ -428,8 +480,10 @@ def build_model(
             inference="mlp" if kind is ModelKind.IDSGP else "affine",
             full_rank=kind in SHALLOW,
             seed=spec.seed,
-            **{**DESIGNS.get(spec.design, {}), **spec.extra},
+            **options,
         )
+        if global_last is not None:
+            model = _with_global_last(model, spec, dims, global_last, num_data, inputs)
     objective = "predictive" if kind is ModelKind.DSPP else "elbo"  # DSPP: Jankowiak et al.
     if kind is ModelKind.AVDGP:
         objective = ModelRule(spec.rule).objective

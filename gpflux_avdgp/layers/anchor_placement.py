@@ -60,11 +60,23 @@ def place_anchors(model: tf_keras.Model, inputs) -> bool:
 def placement_inputs(x):
     """Inputs to place the anchors on, from what ``fit`` is given: up to
     :data:`PLACEMENT_ROWS` rows evenly spread over an array or tensor (whatever its order and
-    the batch size), the first element's inputs of a ``tf.data.Dataset``; ``None`` for other
-    inputs (generators, ``Sequence``, dicts), whose training graph places the anchors itself."""
+    the batch size), or over the first batches of a ``tf.data.Dataset`` up to as many rows (so
+    that small batches do not give ``K`` anchors on fewer rows: coinciding anchors make
+    ``K_CC`` singular); ``None`` for other inputs (generators, ``Sequence``, dicts), whose
+    training graph places the anchors itself."""
     if isinstance(x, tf.data.Dataset):
-        element = next(iter(x.take(1)))
-        return element[0] if isinstance(element, (tuple, list)) else element
+        batches, rows = [], 0
+        for element in x:  # batches until PLACEMENT_ROWS rows (a batch may be smaller than K)
+            batch = element[0] if isinstance(element, (tuple, list)) else element
+            if isinstance(batch, dict) or len(batch.shape) == 0:
+                return None
+            batches.append(batch)
+            rows += int(tf.shape(batch)[0])
+            if rows >= PLACEMENT_ROWS:
+                break
+        if not batches:
+            return None
+        x = tf.concat(batches, axis=0)
     if not isinstance(x, (np.ndarray, tf.Tensor)) or len(x.shape) == 0 or not x.shape[0]:
         return None
     count = int(x.shape[0])

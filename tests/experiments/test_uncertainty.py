@@ -18,7 +18,8 @@ from avdgp.experiments.uncertainty import (
     shift_split,
 )
 from avdgp.experiments.uncertainty_report import summarise_uncertainty
-from avdgp.experiments.zoo import DESIGNS, model_label, split_design
+from avdgp.experiments.zoo import DESIGNS, ModelSpec, build_model, model_label, split_design
+from gpflux_avdgp import SigmaPointGPLayer
 
 
 def test_shift_split_trains_below_the_quantile_and_tests_above(rng):
@@ -95,10 +96,41 @@ def test_the_report_shows_mean_and_spread_and_draws_the_reliability(tmp_path):
 
 
 def test_design_names():
-    assert split_design("avdgp-ar2p:reverting") == ("avdgp-ar2p", "reverting")
-    assert model_label("avdgp:reverting") == "avdgp-ar2p:reverting"
-    assert set(DESIGNS) == {"reverting", "reverting-128", "anchors-only", "linear-hidden"}
+    assert split_design("avdgp-ar2p:previous") == ("avdgp-ar2p", "previous")
+    assert model_label("avdgp:previous") == "avdgp-ar2p:previous"
+    assert set(DESIGNS) == {
+        "previous",
+        "reverting-128",
+        "anchors-only",
+        "linear-hidden",
+        "global-last",
+        "linear-hidden-global-last",
+    }
     with pytest.raises(ValueError, match="expected a design in"):
         split_design("avdgp-ar2p:fast")
     with pytest.raises(ValueError, match="designs apply to amortized models only"):
-        split_design("svgp:reverting")
+        split_design("svgp:previous")
+
+
+def _gp_layers(design):
+    spec = ModelSpec(design=design, num_points=4)
+    model = build_model(spec, 3, 100, inputs=np.random.default_rng(0).normal(size=(100, 3)))
+    return model.model.layers[:-1]
+
+
+def test_the_default_reverts_and_previous_is_the_papers_layers():
+    default, previous = _gp_layers(None), _gp_layers("previous")
+    assert [(layer.num_anchors, layer.whiten) for layer in default] == [(32, True)] * 3
+    assert [type(layer.mean_function).__name__ for layer in default] == ["Linear"] * 2 + [
+        "NoneType"
+    ]
+    assert [(layer.num_anchors, layer.whiten) for layer in previous] == [(0, False)] * 3
+    assert {layer.mean_function for layer in previous} == {None}
+
+
+@pytest.mark.parametrize("design, anchors", [("global-last", 32), ("linear-hidden-global-last", 0)])
+def test_global_last_designs_end_with_a_gpflux_layer_of_global_points(design, anchors):
+    *hidden, last = _gp_layers(design)
+    assert isinstance(last, SigmaPointGPLayer)
+    assert last.gp_layer.inducing_variable.inducing_variable.Z.shape == (32, 4)
+    assert [layer.num_anchors for layer in hidden] == [anchors] * 2

@@ -12,7 +12,7 @@ import gpflux_avdgp
 from gpflux_avdgp import AmortizedGPLayer
 from gpflux_avdgp.core.mixture import unpack_numpy
 
-#: Prior reversion as the ``reverting`` design spells it (avdgp.experiments.zoo.DESIGNS).
+#: The default preset's prior reversion, spelled out (the tests hold without the preset too).
 REVERTING = dict(whiten=True, num_anchors=32, hidden_mean_function="linear")
 
 
@@ -145,19 +145,37 @@ def test_hidden_mean_function_is_every_layer_but_the_last():
     assert [layer.get_config()["mean_function"] for layer in layers] == ["linear"] * 2 + [None]
 
 
-def test_the_presets_leave_prior_reversion_to_the_user():
-    """Not the default yet: the anchors start on the first training batch, which differs
-    between replicas under tf.distribute (docs/design.md)."""
-    for preset in ("default", "paper"):
-        model = gpflux_avdgp.build_avdgp(
-            1, [2, 1], 3, 50, gpflow.likelihoods.Gaussian(), preset=preset
-        )
-        gp_layers = [layer for layer in model.layers if isinstance(layer, AmortizedGPLayer)]
-        assert {layer.num_anchors for layer in gp_layers} == {0}
+def _layer_options(**kwargs) -> list[tuple]:
+    model = gpflux_avdgp.build_avdgp(1, [2, 2, 1], 3, 50, gpflow.likelihoods.Gaussian(), **kwargs)
+    return [
+        (layer.num_anchors, layer.whiten, layer.get_config()["mean_function"])
+        for layer in model.layers
+        if isinstance(layer, AmortizedGPLayer)
+    ]
 
 
-def test_a_reverting_model_predicts_its_prior_far_from_its_data():
-    """README's model with prior reversion and linear hidden means on ``sin(3 x)``, ``x`` in
+def test_the_default_reverts_to_the_prior_and_the_paper_does_not():
+    assert _layer_options() == [(32, True, "linear")] * 2 + [(32, True, None)]
+    assert _layer_options(preset="paper") == [(0, False, None)] * 3
+
+
+def test_a_mean_function_given_for_all_layers_wins_over_the_presets_hidden_one():
+    assert _layer_options(mean_function="linear") == [(32, True, "linear")] * 3
+    assert _layer_options(mean_function=None) == [(32, True, None)] * 3
+    assert _layer_options(hidden_mean_function=None) == [(32, True, None)] * 3
+
+
+def test_the_paper_layers_under_the_default_preset_name_the_options():
+    with pytest.raises(ValueError, match="pass whiten=True with num_anchors=32, or num_anchors=0"):
+        _layer_options(whiten=False)
+    assert (
+        _layer_options(whiten=False, num_anchors=0, hidden_mean_function=None)
+        == [(0, False, None)] * 3
+    )
+
+
+def test_the_default_model_predicts_its_prior_far_from_its_data():
+    """README's model (prior reversion and linear hidden means by default) on ``sin(3 x)``, ``x`` in
     [-2, 2]: at ``x = 30`` every layer is back to its prior (the linear hidden means carry the
     input far for the next layer), so the predictive variance of ``y`` is the last kernel's
     variance plus the noise; inside the data it is smaller (the measured profile is in
@@ -167,9 +185,7 @@ def test_a_reverting_model_predicts_its_prior_far_from_its_data():
     x = rng.uniform(-2, 2, (300, 1))
     y = np.sin(3 * x) + 0.1 * rng.standard_normal(x.shape)
     likelihood = gpflow.likelihoods.Gaussian(0.1)
-    model = gpflux_avdgp.build_avdgp(
-        1, [4, 4, 1], [8, 4, 4], len(x), likelihood, seed=0, **REVERTING
-    )
+    model = gpflux_avdgp.build_avdgp(1, [4, 4, 1], [8, 4, 4], len(x), likelihood, seed=0)
     model.compile(tf_keras.optimizers.Adam(0.01))
     model.fit(x, y, batch_size=100, epochs=10, verbose=0)
     std = model.predict(np.array([[0.0], [1.0], [30.0]]), verbose=0)["std"][:, 0]

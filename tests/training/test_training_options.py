@@ -237,7 +237,11 @@ def test_presets_set_the_documented_options():
     assert training.TrainConfig() == training.TrainConfig.from_preset("default")
     assert training.TrainConfig() != training.TrainConfig.from_preset("paper")
     assert presets.layer_options("paper") == {"inducing_init": "input"}
-    assert presets.layer_options() == {"inducing_init": "global"}
+    assert presets.layer_options() == {"inducing_init": "global", "whiten": True, "num_anchors": 32}
+    assert (presets.hidden_mean_function(), presets.hidden_mean_function("paper")) == (
+        "linear",
+        None,
+    )
     paper = training.TrainConfig.from_preset("paper", epochs=3)
     assert (
         paper.schedule,
@@ -255,6 +259,7 @@ def test_presets_set_the_documented_options():
     )
     assert set(presets.PAPER_DIFFERENCES) == {
         "inducing_init",
+        "prior_reversion",
         "schedule",
         "restore_best",
         "patience",
