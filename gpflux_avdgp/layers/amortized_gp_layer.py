@@ -108,8 +108,9 @@ class AmortizedGPLayer(MixtureLayer):
     :param num_anchors: ``K`` global anchors for prior reversion (``0``: none, the paper's
         layer): ``q(u)`` returns to the prior where the anchors no longer explain the
         amortization input (:mod:`gpflux_avdgp.core.anchors`). Needs ``whiten=True``. The
-        anchors start at amortization inputs of the first training batch, spread over its rows
-        (:func:`~gpflux_avdgp.layers.anchor_placement.place_anchors`), and are then trained.
+        anchors start at amortization inputs of rows spread over the training set, placed
+        before training (:func:`~gpflux_avdgp.layers.anchor_placement.place_anchors`, which
+        ``AVDGPModel.fit`` calls), and are then trained.
     :param rule: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
     :param num_points: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
     :param num_train_samples: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
@@ -247,7 +248,7 @@ class AmortizedGPLayer(MixtureLayer):
                 shape=(self.num_anchors, self.input_dim),
                 initializer=tf_keras.initializers.Zeros(),
                 aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
-            )  # C, [K, D]; set from the first training batch
+            )  # C, [K, D]; placed before training (place_anchors)
             self.anchors_placed = self.add_weight(
                 name="anchors_placed",
                 shape=(),
@@ -255,12 +256,12 @@ class AmortizedGPLayer(MixtureLayer):
                 initializer=tf_keras.initializers.Zeros(),
                 trainable=False,
                 aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
-            )  # 0 until the first training batch has placed the anchors
+            )  # 0 until the anchors are placed
 
     def _anchor_weight(self, amortization_input: tf.Tensor, training: bool) -> tf.Tensor:
         """``a(h)`` ``[N]``. The anchors are placed on the amortization inputs of a call of
         :func:`~gpflux_avdgp.layers.anchor_placement.place_anchors` (``AVDGPModel.fit`` makes
-        one on the first batch); a training graph traced while they are not yet placed places
+        one before training); a training graph traced while they are not yet placed places
         them on its first batch."""
         if self._placing_anchors:  # eager, inside place_anchors
             self.anchors.assign(spread_rows(amortization_input, self.num_anchors))

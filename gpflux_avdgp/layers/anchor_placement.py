@@ -1,11 +1,11 @@
-"""Where prior reversion's anchors start: on the amortization inputs of one batch, placed in one
-eager call before training rather than inside the training step.
+"""Where prior reversion's anchors start: on the amortization inputs of rows spread over the
+training data, placed in one eager call before training rather than inside the training step.
 
-Placed inside the step (the fallback of a graph traced before any placement), each replica of a
-``tf.distribute`` strategy would place its own share of the first batch, and the placement ops
-would run in every step. Placed once from the whole first batch, one device, several replicas,
-several steps per call and a resumed run start from the same anchors, and the step carries no
-placement ops.
+Placed inside the step (the fallback of a graph traced before any placement), each replica of
+a ``tf.distribute`` strategy would place its own share of the first batch, and the placement
+ops would run in every step. Placed once from rows of the training data, one device, several
+replicas, several steps per call and a resumed run start from the same anchors, and the step
+carries no placement ops.
 """
 
 from __future__ import annotations
