@@ -1,8 +1,8 @@
-"""Named sets of settings: the package's defaults, or the AVDGP paper's exact settings.
+"""Named sets of layer settings: the package's defaults, or the AVDGP paper's exact settings.
 
-The defaults were chosen from learning curves (``docs/experiments/learning.md``); each
-difference from the paper is listed in :data:`PAPER_DIFFERENCES` with the measurement behind it.
-``preset="paper"`` (``--preset paper`` on the command line) restores the paper's settings.
+Each difference from the paper is listed in :data:`PAPER_DIFFERENCES` with the measurement
+behind it; ``preset="paper"`` restores the paper's layers. (The training settings of the
+presets belong to the application's harness: ``avdgp.training.config``.)
 """
 
 from __future__ import annotations
@@ -12,14 +12,7 @@ from typing import Optional
 
 from .validation import check_choice
 
-__all__ = [
-    "DEFAULT_PATIENCE",
-    "Preset",
-    "PAPER_DIFFERENCES",
-    "hidden_mean_function",
-    "layer_options",
-    "training_options",
-]
+__all__ = ["Preset", "PAPER_DIFFERENCES", "hidden_mean_function", "layer_options"]
 
 
 class Preset(str, enum.Enum):
@@ -41,32 +34,10 @@ PAPER_DIFFERENCES: dict[str, tuple[str, str, str]] = {
         "32 anchors per layer, whitened q(u), linear mean functions on hidden layers",
         "none: unwhitened q(u), zero mean functions",
         "the paper's layers keep their in-data confidence off the data (std 1.0x the in-data "
-        "std at x = 6..30 on a 1-D problem); prior reversion returns to the prior there (7.0x; "
+        "std at x = 6..30 on a 1-D problem); prior reversion returns to the prior there (6.5x; "
         "SVGP 8.2x) at the same accuracy on the data (docs/uncertainty.md)",
     ),
-    "schedule": (
-        "cosine decay to 10 % over all epochs",
-        "constant learning rate",
-        "damps the late-training swings of the minibatch loss (toy 2-layer, 3 seeds: final "
-        "error 4.2-5.1 % instead of 3.5-11.5 %)",
-    ),
-    "restore_best": (
-        "weights of the epoch with the lowest validation NLL",
-        "weights of the last epoch",
-        "the validation split exists in the paper's protocol; selecting on it guards against "
-        "the late overfitting measured on UCI sets",
-    ),
-    "patience": (
-        "stop after 20 epochs without a better validation NLL",
-        "train all epochs",
-        "on elevators the best epoch is 12-27 of 100 and no better epoch followed a gap of 10; "
-        "stopping trains 32-47 of the 100 epochs for the same result",
-    ),
 }
-
-#: Epochs without a better validation NLL after which the default preset stops training.
-DEFAULT_PATIENCE = 20
-
 
 #: Global anchors per layer of the default preset's prior reversion.
 DEFAULT_NUM_ANCHORS = 32
@@ -87,21 +58,3 @@ def hidden_mean_function(preset: str | Preset = Preset.DEFAULT) -> Optional[str]
     none in the paper."""
     preset = check_choice("preset", preset, Preset)
     return None if preset is Preset.PAPER else "linear"
-
-
-def training_options(preset: str | Preset = Preset.DEFAULT) -> dict:
-    """Optimisation settings (fields of the harness' ``TrainConfig``) that ``preset`` sets."""
-    preset = check_choice("preset", preset, Preset)
-    if preset is Preset.PAPER:
-        return {
-            "learning_rate": 0.005,
-            "schedule": "constant",
-            "restore_best": False,
-            "patience": None,
-        }
-    return {
-        "learning_rate": 0.005,
-        "schedule": "cosine",
-        "restore_best": True,
-        "patience": DEFAULT_PATIENCE,
-    }

@@ -190,6 +190,7 @@ class AmortizedGPLayer(MixtureLayer):
                 raise TypeError(f"{name}: expected a bool, got {flag!r}")
         self.ard, self.full_rank, self.whiten = ard, full_rank, whiten
         self.num_anchors = check_nonnegative_int("num_anchors", num_anchors)
+        self._placing_anchors = False  # True during place_anchors' call
         if self.num_anchors and not whiten:
             raise ValueError(
                 f"num_anchors: prior reversion acts on the whitened q(u); pass whiten=True with "
@@ -241,7 +242,6 @@ class AmortizedGPLayer(MixtureLayer):
             _claim(module, self)
         self.inference.build((None, self.input_dim))
         self.anchors, self.anchors_placed = None, None
-        self._placing_anchors = False
         if self.num_anchors:
             self.anchors = self.add_weight(
                 name="anchors",
