@@ -32,7 +32,7 @@ from gpflow.keras import tf_keras
 from .core.mixture import GaussianMixture, mixture_moments
 from .keras_metrics import MixtureMetric, predictive_y
 from .layers import MixtureLayer, TrainableLikelihood
-from .layers.anchor_placement import place_anchors, placement_inputs
+from .layers.anchor_placement import place_anchors
 from .layers.base import mixture_reader_fix
 from .objectives import AVDGPLoss, component_y_moments, is_categorical, is_classifier
 from .validation import check_finite_data
@@ -389,9 +389,7 @@ class AVDGPModel(tf_keras.Sequential):
         array, before a GP layer would meet it. Prior reversion's anchors not yet placed are
         placed first (:func:`~gpflux_avdgp.layers.anchor_placement.place_anchors`)."""
         check_finite_data(x=x, y=y, validation_data=kwargs.get("validation_data"))
-        inputs = placement_inputs(x)
-        if inputs is not None:
-            place_anchors(self, self._in_model_float(inputs))
+        place_anchors(self, x)
         return super().fit(x, y, *args, **kwargs)
 
     def evaluate(self, x=None, y=None, *args, **kwargs):

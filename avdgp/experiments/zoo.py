@@ -397,8 +397,7 @@ def _with_global_last(
     rng = np.random.default_rng(spec.seed)
     if inputs is not None and len(inputs) >= num_inducing:
         chosen = np.asarray(inputs)[rng.choice(len(inputs), num_inducing, replace=False)]
-        z_init = chosen[:, : dims[-2]]
-        z_init = np.pad(z_init, ((0, 0), (0, dims[-2] - z_init.shape[1])))
+        z_init = chosen @ np.eye(chosen.shape[1], dims[-2])  # the hidden means' identity start
     else:
         z_init = rng.standard_normal((num_inducing, dims[-2]))
     gp_layer = _gpflux_layer(
@@ -408,10 +407,9 @@ def _with_global_last(
         gpflow.mean_functions.Zero(),
         "gpflux_last",
     )
-    rule = hidden[-1].rule
     last = SigmaPointGPLayer(
         gp_layer,
-        rule=rule,
+        rule=hidden[-1].rule,
         **({"num_points": spec.num_points} if len(hidden) == 1 else {}),
         seed=spec.seed + len(hidden),
         name=f"gp_layer_{len(hidden) + 1}",

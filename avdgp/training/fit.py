@@ -16,7 +16,7 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 
 from gpflux_avdgp.callbacks import ValidationNLL
-from gpflux_avdgp.layers.anchor_placement import place_anchors, placement_inputs
+from gpflux_avdgp.layers.anchor_placement import place_anchors
 from gpflux_avdgp.layers.base import NON_FINITE_MESSAGE
 
 from ..data import Split, epoch_shuffled_batches
@@ -82,9 +82,7 @@ def fit_model(
         optimizer = _compile_with_adam(built, config, math.ceil(len(inputs) / config.batch_size))
     # prior reversion's anchors: on rows spread over the whole training set, the same on every
     # worker and replica (a worker's fit sees only its slice of each batch)
-    rows = placement_inputs(inputs)
-    if rows is not None:
-        place_anchors(model, tf.convert_to_tensor(rows, model.inputs[0].dtype))
+    place_anchors(model, inputs)
     data = epoch_shuffled_batches(
         inputs,
         targets,

@@ -18,14 +18,15 @@ __all__ = ["PLACEMENT_ROWS", "place_anchors", "placement_inputs"]
 PLACEMENT_ROWS = 1024
 
 
-def place_anchors(model: tf_keras.Model, inputs) -> bool:
+def place_anchors(model: tf_keras.Model, x) -> bool:
     """Place the anchors not placed yet of every :class:`~gpflux_avdgp.AmortizedGPLayer` of
-    ``model`` on the amortization inputs that ``inputs`` give it, in one forward pass in
-    prediction mode (no draw counter moves, no other weight changes). ``AVDGPModel.fit`` calls
-    it; call it before ``fit`` of another model type under a ``tf.distribute`` strategy
-    (otherwise each replica places them on its share of the first batch).
+    ``model`` on the amortization inputs of rows of ``x`` (:func:`placement_inputs`), in one
+    forward pass in prediction mode (no draw counter moves, no other weight changes). ``x`` is
+    read only if some layer needs it. ``AVDGPModel.fit`` calls it; call it before ``fit`` of
+    another model type under a ``tf.distribute`` strategy (otherwise each replica places them
+    on its share of the first batch).
 
-    :param inputs: model inputs ``[N, D]``, e.g. :func:`placement_inputs` of the training set.
+    :param x: what ``fit`` is given: an array or tensor ``[N, D]``, or a ``tf.data.Dataset``.
     :returns: whether any layer was placed.
     """
     layers = [
@@ -35,15 +36,20 @@ def place_anchors(model: tf_keras.Model, inputs) -> bool:
         and layer.num_anchors
         and not (layer.built and layer._anchors_placed_now())
     ]
+    inputs = placement_inputs(x) if layers else None
+    if inputs is None:
+        return False
+    inputs = tf.convert_to_tensor(inputs)
+    if model.inputs and inputs.dtype.is_floating:
+        inputs = tf.cast(inputs, model.inputs[0].dtype)  # e.g. float64 rows of a float32 array
     for layer in layers:
         layer._placing_anchors = True
     try:
-        if layers:
-            model(inputs, training=False)
+        model(inputs, training=False)
     finally:
         for layer in layers:
             layer._placing_anchors = False
-    return bool(layers)
+    return True
 
 
 def placement_inputs(x):

@@ -91,6 +91,34 @@ def test_the_training_graph_after_placement_has_no_placement_ops(rng):
     assert assigns == []
 
 
+def test_fit_reads_the_pipeline_only_to_train_when_nothing_needs_placing(rng):
+    """``fit`` of a model without anchors (the paper's layers) or with anchors already placed
+    reads a dataset once per epoch, as Keras does: an extra read would advance a reshuffling
+    dataset for nothing."""
+    x = rng.normal(size=(40, 1))
+    reads = []
+
+    def rows():
+        reads.append(1)
+        yield x[:20], np.sin(x[:20])
+        yield x[20:], np.sin(x[20:])
+
+    spec = (tf.TensorSpec([None, 1], tf.float64), tf.TensorSpec([None, 1], tf.float64))
+    data = tf.data.Dataset.from_generator(rows, output_signature=spec)
+    paper = gpflux_avdgp.build_avdgp(
+        1, [2, 1], [3, 3], 40, gpflow.likelihoods.Gaussian(), num_points=4, preset="paper"
+    )
+    paper.compile(tf_keras.optimizers.Adam(0.01))
+    paper.fit(data, epochs=1, verbose=0)
+    assert len(reads) == 1
+    placed = _reverting_model(len(x))
+    assert gpflux_avdgp.layers.place_anchors(placed, x) is True
+    placed.fit(data, epochs=1, verbose=0)
+    assert len(reads) == 2
+    assert gpflux_avdgp.layers.place_anchors(placed, data) is False
+    assert len(reads) == 2
+
+
 def test_place_anchors_places_each_layer_on_its_own_inputs_once(rng):
     """The second layer's anchors are the first layer's outputs (its amortization inputs) at
     the spread rows, in prediction mode: the draw counter and every other weight stay."""
