@@ -1,19 +1,21 @@
 """An amortized deep GP as a Keras model whose ``fit``, ``evaluate`` and ``predict`` speak
 about ``y``.
 
-The layers pass packed mixtures of ``f`` (``[B, S, 2 Q + 1]``) to each other and to the loss;
-Keras hands the same tensor to the compiled metrics and returns it from ``predict``.
-:class:`AVDGPModel` is a ``tf_keras.Sequential`` that overrides Keras' documented hooks
-(``compile``, ``compute_metrics``, ``predict_step``) so that:
+The layers pass packed mixtures of ``f`` (``[B, S, 2 Q + 1]``) to each other; the last one,
+:class:`~gpflux_avdgp.TrainableLikelihood`, outputs the predictive distribution of ``y`` (the
+mean of ``y`` or the class probabilities, carrying the distribution), in every Keras model
+type. :class:`AVDGPModel` is a ``tf_keras.Sequential`` that adds, through Keras' documented
+hooks (``compile``, ``compute_loss``, ``compute_metrics``, ``predict_step``):
 
-* standard Keras metrics see the predictive mean of ``y`` (regression) or the class
-  probabilities (classification), and metrics that cannot mean anything for the model's
-  likelihood are refused by ``compile``; the package's :mod:`~gpflux_avdgp.keras_metrics`
-  read the whole mixture;
-* ``predict`` returns ``{"mean": [N, Q], "std": [N, Q]}`` of ``y`` (classifiers:
-  ``{"probabilities": [N, K]}``); :func:`~gpflux_avdgp.predict_mixture` gives the mixture;
-* the loss defaults to :class:`~gpflux_avdgp.AVDGPLoss` on the model's likelihood, a loss on
-  another likelihood is refused, and History logs the layers' KL term as ``kl``.
+* ``compile`` refuses, in one line, metrics that cannot mean anything for the model's
+  likelihood and losses that score a point prediction; the loss defaults to
+  :class:`~gpflux_avdgp.AVDGPLoss` (the model's likelihood and objective);
+* Bernoulli labels ``{-1, +1}`` are read as GPflow reads them (``y == 1``) by the loss and by
+  every metric, Keras' included;
+* ``predict`` returns ``{"mean": [N, Q], "std": [N, Q]}`` of ``y`` with the central 95 %
+  interval (classifiers: ``{"probabilities": [N, K]}``);
+  :func:`~gpflux_avdgp.predict_mixture` gives the mixture;
+* History logs the layers' KL term as ``kl``.
 
 ``docs/design.md`` ("The model's output") records the alternatives measured.
 """
@@ -29,15 +31,15 @@ import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from .core.mixture import GaussianMixture, mixture_moments
-from .keras_metrics import MixtureMetric, predictive_y
+from .keras_metrics import MixtureMetric
 from .layers import MixtureLayer, TrainableLikelihood
 from .layers.anchor_placement import place_anchors
 from .layers.base import mixture_reader_fix
-from .objectives import AVDGPLoss, component_y_moments, is_categorical, is_classifier
+from .objectives import AVDGPLoss
+from .predictive import binary_labels, is_categorical, is_classifier, predictive_distribution
 from .validation import check_finite_data
 
-__all__ = ["AVDGPModel", "predictive_outputs"]
+__all__ = ["AVDGPModel", "check_standard_metric"]
 
 _CLASS_METRICS = {
     "accuracy", "acc", "binaryaccuracy", "categoricalaccuracy", "sparsecategoricalaccuracy",
@@ -118,37 +120,10 @@ def check_standard_metric(metric, likelihood: gpflow.likelihoods.Likelihood) -> 
     raise ValueError(f"metrics: {_metric_label(metric)} {reason}; use {_OURS[task]}")
 
 
-def predictive_outputs(
-    likelihood: gpflow.likelihoods.Likelihood, packed: tf.Tensor
-) -> dict[str, tf.Tensor]:
-    """What ``predict`` returns for a packed mixture ``[B, S, 2 Q + 1]``: ``{"mean": [B, Q],
-    "std": [B, Q]}`` of ``y`` (the noise included) and, for a Gaussian likelihood, the exact
-    central 95 % interval of the predictive mixture, ``"lower_95"`` and ``"upper_95"``
-    ``[B, Q]`` (:mod:`~gpflux_avdgp.intervals`); ``{"probabilities": [B, K]}`` for a
-    classifier (``K = 1`` for Bernoulli: ``p(y = 1 | x)``)."""
-    mixture = GaussianMixture.unpack(packed)
-    y_means, y_variances = component_y_moments(likelihood, mixture.means, mixture.variances)
-    mean, variance = mixture_moments(mixture.weights, y_means, y_variances)
-    if is_classifier(likelihood):
-        return {"probabilities": mean}
-    from .intervals import interval_outputs  # loaded on first use
-
-    intervals = interval_outputs(likelihood, mixture.log_weights, y_means, y_variances)
-    return {"mean": mean, "std": tf.sqrt(variance), **intervals}
-
-
-def _standard_view(likelihood: gpflow.likelihoods.Likelihood, packed: tf.Tensor) -> tf.Tensor:
-    """What standard metrics score: the predictive mean of ``y`` or the class probabilities."""
-    return predictive_y(likelihood, GaussianMixture.unpack(packed))[0]
-
-
 class _Extras:
-    """State that Keras must not track as layers: the package's metrics and the KL tracker."""
+    """State that Keras must not track as layers: the KL tracker."""
 
     def __init__(self) -> None:
-        self.metrics: list[MixtureMetric] = []
-        self.weighted_metrics: list[MixtureMetric] = []
-        self.has_standard_metrics = False  # whether compute_metrics needs the mean of y
         self.kl: Optional[tf_keras.metrics.Mean] = None
 
 
@@ -158,11 +133,10 @@ class AVDGPModel(tf_keras.Sequential):
     :class:`~gpflux_avdgp.TrainableLikelihood`, with Keras' habits on the predictive
     distribution of ``y``.
 
-    * ``compile(optimizer, metrics=[...])``: the loss defaults to
-      ``AVDGPLoss(model.likelihood)`` (pass ``AVDGPLoss(model.likelihood,
-      objective="predictive")`` for AR2PP); standard metrics score the predictive mean of ``y``
-      or the class probabilities; :mod:`~gpflux_avdgp.keras_metrics` metrics get the model's
-      likelihood.
+    * ``compile(optimizer, metrics=[...])``: the loss defaults to ``AVDGPLoss()``, which trains
+      the model's likelihood and objective (``build_avdgp(rule="ar2pp")``: the predictive
+      one); standard metrics score the predictive mean of ``y`` or the class probabilities,
+      :mod:`~gpflux_avdgp.keras_metrics` the whole distribution.
     * ``fit``: History has ``loss``, ``kl`` (the GP layers' KL terms, as they enter the loss)
       and the metrics; ``evaluate`` returns the scalar loss when no metric is compiled.
     * ``predict(x)``: ``{"mean", "std"}`` of ``y`` ``[N, Q]`` each, or ``{"probabilities"}``
@@ -231,27 +205,29 @@ class AVDGPModel(tf_keras.Sequential):
     def compile(self, optimizer="rmsprop", loss=None, metrics=None, weighted_metrics=None, **kw):
         """``tf_keras.Model.compile`` with the checks above (see the class docstring).
 
-        :raises ValueError: one line for a loss that is not the model's ``AVDGPLoss``, a
-            metric that cannot mean anything for the likelihood, or a bad layer order.
+        :raises ValueError: one line for a loss that scores a point prediction or holds
+            another likelihood, a metric that cannot mean anything for the likelihood, or a
+            bad layer order.
         """
         likelihood = self.likelihood
         self.check_layers()
-        loss_arg = loss
-        loss = self._checked_loss(loss, likelihood)
-        standard, ours = self._split_metrics(metrics, likelihood)
-        weighted_standard, weighted_ours = self._split_metrics(weighted_metrics, likelihood)
+        objective = getattr(loss, "objective", None)
+        if isinstance(loss, AVDGPLoss) and objective not in (None, self.layers[-1].objective):
+            raise ValueError(
+                f"loss: objective {objective.value!r}, but the model trains "
+                f"{self.layers[-1].objective.value!r} (its rule's); leave the loss out, or build "
+                "the model with the rule you mean (build_avdgp(rule='ar2pp'): the predictive one)"
+            )
+        for group in (metrics, weighted_metrics):
+            self._check_metrics(group, likelihood)
         super().compile(
             optimizer=optimizer,
-            loss=loss,
-            metrics=standard,
-            weighted_metrics=weighted_standard,
+            loss=self._checked_loss(loss, likelihood),
+            metrics=metrics,
+            weighted_metrics=weighted_metrics,
             **kw,
         )
-        self._compile_config.config.update(
-            loss=loss_arg, metrics=metrics, weighted_metrics=weighted_metrics
-        )
-        self._extras.metrics, self._extras.weighted_metrics = ours, weighted_ours
-        self._extras.has_standard_metrics = bool(standard or weighted_standard)
+        self._compile_config.config.update(loss=loss)
         with self.distribute_strategy.scope():
             self._extras.kl = tf_keras.metrics.Mean(name="kl", dtype=_model_float(self))
 
@@ -265,67 +241,49 @@ class AVDGPModel(tf_keras.Sequential):
     @staticmethod
     def _checked_loss(loss, likelihood: gpflow.likelihoods.Likelihood):
         if loss is None:
-            return AVDGPLoss(likelihood)
+            return AVDGPLoss()
         if isinstance(loss, gpflux.losses.LikelihoodLoss):
             raise ValueError(
                 "loss: GPflux's LikelihoodLoss reads a Gaussian q(f), not the packed mixture; "
-                "leave the loss out or use gpflux_avdgp.AVDGPLoss(model.likelihood), the same "
-                "ELBO term on the mixture"
+                "leave the loss out or use gpflux_avdgp.AVDGPLoss(), the same ELBO term on the "
+                "mixture"
             )
-        if isinstance(loss, AVDGPLoss) and loss.adopts_model_likelihood:
-            loss.adopt(likelihood)  # reloaded: its likelihood is a copy of the model's
-        if isinstance(loss, tf_keras.losses.Loss) and hasattr(loss, "likelihood"):
-            if loss.likelihood is not likelihood:
-                raise ValueError(
-                    f"loss: {type(loss).__name__} holds another likelihood than the model's "
-                    "TrainableLikelihood, so the model's would not train; use "
-                    "AVDGPLoss(model.likelihood) or leave the loss out"
-                )
-            return loss
+        held = getattr(loss, "likelihood", None)
+        if isinstance(loss, tf_keras.losses.Loss) and held is not None and held is not likelihood:
+            raise ValueError(
+                f"loss: {type(loss).__name__} holds another likelihood than the model's "
+                "TrainableLikelihood, so the model's would not train; leave the likelihood out: "
+                "AVDGPLoss()"
+            )
         module = getattr(loss, "__module__", None) or ""
         if isinstance(loss, str) or callable(loss) and module.startswith(("tf_keras", "keras")):
             shown = repr(loss) if isinstance(loss, str) else type(loss).__name__
             raise ValueError(
-                f"loss: {shown} scores a point prediction, an AVDGP trains on its mixture; leave "
-                "the loss out (the ELBO) or use AVDGPLoss(model.likelihood, "
-                "objective='predictive')"
+                f"loss: {shown} scores a point prediction, an AVDGP trains on its predictive "
+                "distribution; leave the loss out: AVDGPLoss() trains the model's objective (the "
+                "ELBO, or AR2PP's predictive one)"
             )
         return loss
 
     @staticmethod
-    def _split_metrics(metrics, likelihood) -> tuple[list, list[MixtureMetric]]:
-        """``(standard metrics, the package's metrics bound to likelihood)``."""
+    def _check_metrics(metrics, likelihood) -> None:
+        """Refuse metrics that cannot mean anything for ``likelihood`` (one line each)."""
         if metrics is None:
-            return [], []
+            return
         if isinstance(metrics, dict) or not isinstance(metrics, (list, tuple)):
             raise TypeError(f"metrics: expected a list, got {metrics!r}")
-        standard, ours = [], []
         for metric in metrics:
-            if isinstance(metric, MixtureMetric):
-                if metric.likelihood is None or metric.adopts_model_likelihood:
-                    metric.bind(likelihood)
-                elif metric.likelihood is not likelihood:
-                    raise ValueError(
-                        f"metrics: {type(metric).__name__} holds another likelihood than the "
-                        "model's; leave it out, the model gives its own"
-                    )
-                ours.append(metric)
-            else:
+            if not isinstance(metric, MixtureMetric):
                 check_standard_metric(metric, likelihood)
-                standard.append(metric)
-        return standard, ours
+            elif metric.likelihood is not None and metric.likelihood is not likelihood:
+                raise ValueError(
+                    f"metrics: {type(metric).__name__} holds another likelihood than the "
+                    "model's; leave it out, the model's output carries its own"
+                )
+            else:
+                metric.check_likelihood(likelihood)
 
     # ------------------------------------------------------------------ steps
-    @property
-    def metrics(self) -> list:
-        """Keras' metrics (the loss tracker, the compiled metrics, layer metrics), then the
-        package's metrics given to ``compile``."""
-        metrics = super().metrics
-        extras = getattr(self, "_extras", None)
-        if extras is None or not self._is_compiled:
-            return metrics
-        return metrics + extras.metrics + extras.weighted_metrics
-
     def reset_metrics(self) -> None:
         """Reset every metric and the ``kl`` tracker (Keras calls this at each epoch start)."""
         super().reset_metrics()
@@ -342,17 +300,22 @@ class AVDGPModel(tf_keras.Sequential):
             results["kl"] = kl.result()
         return results
 
+    def _gpflow_labels(self, y):
+        """``y`` as the likelihood reads it: Bernoulli labels as ``y == 1`` (so Keras' metrics
+        score ``{-1, +1}`` labels as GPflow does), anything else unchanged."""
+        likelihood = self.likelihood
+        if y is None or not is_classifier(likelihood) or is_categorical(likelihood):
+            return y
+        y = tf.convert_to_tensor(y)
+        return binary_labels(y, y.dtype if y.dtype.is_floating else _model_float(self))
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None):
+        """Keras' loss, with Bernoulli labels as GPflow reads them."""
+        return super().compute_loss(x, self._gpflow_labels(y), y_pred, sample_weight)
+
     def compute_metrics(self, x, y, y_pred, sample_weight) -> dict:
-        """Standard metrics on the predictive mean of ``y`` (or the class probabilities), the
-        package's metrics on the mixture."""
-        if self._extras.has_standard_metrics:  # else no batch pays for the mean of y
-            view = _standard_view(self.likelihood, y_pred)
-            self.compiled_metrics.update_state(y, view, sample_weight)
-        for metric in self._extras.metrics:
-            metric.update_state(y, y_pred)
-        for metric in self._extras.weighted_metrics:
-            metric.update_state(y, y_pred, sample_weight)
-        return self.get_metrics_result()
+        """Keras' metrics, with Bernoulli labels as GPflow reads them."""
+        return super().compute_metrics(x, self._gpflow_labels(y), y_pred, sample_weight)
 
     def train_step(self, data) -> dict:
         """Keras' training step, then the GP layers' KL sum into the ``kl`` tracker.
@@ -368,9 +331,9 @@ class AVDGPModel(tf_keras.Sequential):
         return logs
 
     def predict_step(self, data) -> dict[str, tf.Tensor]:
-        """:returns: :func:`predictive_outputs` of a batch."""
+        """:returns: :meth:`~gpflux_avdgp.predictive.PredictiveDistribution.outputs` of a batch."""
         x, _, _ = tf_keras.utils.unpack_x_y_sample_weight(data)
-        return predictive_outputs(self.likelihood, self(x, training=False))
+        return predictive_distribution(self(x, training=False)).outputs()
 
     # ------------------------------------------------------------------ Keras entry points
     def _in_model_float(self, x):

@@ -33,6 +33,7 @@ from .core.mixture import GaussianMixture, mixture_moments
 from .gpflow_config import likelihood_from_config, likelihood_to_config
 from .layers.module_state import GPflowModuleState
 from .objectives import AVDGPLoss, Objective
+from .predictive import PredictiveDistribution
 
 __all__ = ["MixtureLikelihoodLayer", "as_deep_gp"]
 
@@ -108,10 +109,7 @@ class MixtureLikelihoodLayer(GPflowModuleState, gpflux.layers.LikelihoodLayer):
             y_mean = y_var = None
         else:
             loss = tf.zeros([], inputs.dtype)
-            y_means, y_vars = self.likelihood.predict_mean_and_var(
-                None, mixture.means, mixture.variances
-            )
-            y_mean, y_var = mixture_moments(mixture.weights, y_means, y_vars)
+            y_mean, y_var = PredictiveDistribution(self.likelihood, mixture).moments()
         self.add_loss(loss)
         return LikelihoodOutputs(f_mean, f_var, y_mean, y_var)
 

@@ -13,9 +13,10 @@ them, for every model of the process, until :func:`uninstall`:
   rank-3 input (GPflux never gives them one) in one line naming
   :class:`~gpflux_avdgp.SigmaPointGPLayer` or :func:`~gpflux_avdgp.as_deep_gp`; any other input
   builds as Keras' default does.
-- ``gpflux.losses.LikelihoodLoss`` computes, on a packed mixture (rank 3), the ELBO data term of
-  ``AVDGPLoss(likelihood)``; GPflux's own inputs (a distribution, samples ``[B, Q]``) go to its
-  code unchanged.
+- ``gpflux.losses.LikelihoodLoss`` computes, on our model's output (the predictive distribution
+  of a :class:`~gpflux_avdgp.TrainableLikelihood`) or a packed mixture (rank 3), the ELBO data
+  term of ``AVDGPLoss(likelihood)``; GPflux's own inputs (a distribution, samples ``[B, Q]``)
+  go to its code unchanged.
 
 GPflux's own tests give the same results with the changes installed (they only turn an input
 that would fail anyway into a clear error or a computed loss).
@@ -29,6 +30,7 @@ from gpflow.keras import tf_keras
 
 from .layers.base import mixture_reader_fix
 from .objectives import AVDGPLoss, Objective
+from .predictive import ATTRIBUTE
 
 __all__ = ["install", "installed", "uninstall"]
 
@@ -48,8 +50,10 @@ def _build_refusing_rank_3(self, input_shape) -> None:
 
 
 def _loss_call_reading_mixtures(self, y_true, f_prediction):
-    """``LikelihoodLoss.call`` that computes ``AVDGPLoss``'s ELBO term on a packed mixture."""
-    if isinstance(f_prediction, tf.Tensor) and f_prediction.shape.rank == 3:
+    """``LikelihoodLoss.call`` that computes ``AVDGPLoss``'s ELBO term on our model's output
+    (the predictive distribution) or a packed mixture."""
+    ours = getattr(f_prediction, ATTRIBUTE, None) is not None
+    if ours or isinstance(f_prediction, tf.Tensor) and f_prediction.shape.rank == 3:
         return AVDGPLoss(self.likelihood, objective=Objective.ELBO).call(y_true, f_prediction)
     return _ORIGINAL_LOSS_CALL(self, y_true, f_prediction)
 

@@ -1,11 +1,11 @@
-"""Keras metrics of the predictive distribution of ``y``, read from a model's packed mixture.
+"""Keras metrics of the predictive distribution of ``y``, read from the model's output.
 
-Each metric takes ``y_pred``, the packed mixture of ``f`` that an AVDGP outputs
-(``[B, S, 2 Q + 1]``), and the GPflow likelihood that turns it into the predictive
-distribution of ``y``; so it works in ``compile(metrics=...)`` of any model whose output is the
-mixture (a plain ``tf_keras.Sequential``, a Functional or subclassed model) and as a ``val_``
-monitor of ``EarlyStopping`` or ``ModelCheckpoint``. In an :class:`~gpflux_avdgp.AVDGPModel`
-the likelihood may be left out: ``compile`` gives each metric the model's.
+Each metric reads the :class:`~gpflux_avdgp.predictive.PredictiveDistribution` that the
+model's :class:`~gpflux_avdgp.TrainableLikelihood` outputs (the likelihood comes with it), so
+``MixtureNLL()`` works in ``compile(metrics=...)`` of every Keras model type (``AVDGPModel``,
+``Sequential``, Functional, subclassed, cloned) and as a ``val_`` monitor of ``EarlyStopping``
+or ``ModelCheckpoint``. Binary labels are read as GPflow's ``Bernoulli`` reads them
+(:func:`~gpflux_avdgp.predictive.binary_labels`: ``{0, 1}`` or ``{-1, +1}``).
 
 Every metric is a mean over the rows seen since the last reset (weighted by
 ``sample_weight`` when given in ``weighted_metrics``); :class:`MixtureRMSE` takes the square
@@ -22,14 +22,12 @@ import gpflow
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from .core.mixture import GaussianMixture, mixture_moments
-from .gpflow_config import likelihood_from_config, likelihood_to_config
-from .objectives import (
-    component_y_moments,
+from .predictive import (
+    PredictiveDistribution,
+    binary_labels,
     is_categorical,
     is_classifier,
-    mixture_log_density,
-    model_likelihood_of,
+    predictive_distribution,
 )
 
 __all__ = [
@@ -39,21 +37,7 @@ __all__ = [
     "MixtureMetric",
     "MixtureNLL",
     "MixtureRMSE",
-    "predictive_y",
 ]
-
-
-def predictive_y(
-    likelihood: gpflow.likelihoods.Likelihood, mixture: GaussianMixture
-) -> tuple[tf.Tensor, tf.Tensor]:
-    """Mean and total variance of ``y`` under the mixture, ``[B, Q]`` each.
-
-    For a Bernoulli likelihood the mean is ``p(y = 1 | x)`` ``[B, 1]``; for a categorical one
-    the class probabilities ``[B, K]``; for a Gaussian the mean of ``f`` and the variance of
-    ``f`` plus the noise.
-    """
-    y_means, y_variances = component_y_moments(likelihood, mixture.means, mixture.variances)
-    return mixture_moments(mixture.weights, y_means, y_variances)
 
 
 def _crps_a(mu: tf.Tensor, variance: tf.Tensor) -> tf.Tensor:
@@ -90,17 +74,14 @@ def gaussian_mixture_crps(
 class MixtureMetric(tf_keras.metrics.Metric):
     """A weighted mean over rows of a per-row score of the predictive distribution of ``y``.
 
-    Subclasses implement :meth:`per_row`. The likelihood is held outside Keras' tracking, so
-    resetting the metric never touches the likelihood's parameters.
+    Subclasses implement :meth:`per_row`. The likelihood comes with the model's output; one
+    given here is held outside Keras' tracking (resetting the metric never touches it) and
+    must be the model's.
 
-    :param likelihood: the model's GPflow likelihood; may be left out in an
-        :class:`~gpflux_avdgp.AVDGPModel`, whose ``compile`` gives its own.
+    :param likelihood: optional: the model's GPflow likelihood; needed only for a model that
+        outputs the packed mixture of its last GP layer.
     :param name: the name in Keras logs (``val_<name>`` on validation data).
     """
-
-    #: Whether the metric takes the model's likelihood at its next update: true for a metric
-    #: rebuilt from its config (as :class:`~gpflux_avdgp.AVDGPLoss`).
-    adopts_model_likelihood: bool = False
 
     def __init__(
         self,
@@ -111,53 +92,30 @@ class MixtureMetric(tf_keras.metrics.Metric):
         **kwargs,
     ):
         super().__init__(name=name, dtype=dtype or gpflow.default_float(), **kwargs)
-        self.bind(likelihood)
+        if likelihood is not None and not isinstance(likelihood, gpflow.likelihoods.Likelihood):
+            raise TypeError(f"likelihood: expected a GPflow likelihood, got {likelihood!r}")
+        self.check_likelihood(likelihood)
+        object.__setattr__(self, "_held", (likelihood,))  # not tracked by Keras
         self.total = self.add_weight(name="total", initializer="zeros")
         self.count = self.add_weight(name="count", initializer="zeros")
 
     @property
     def likelihood(self) -> Optional[gpflow.likelihoods.Likelihood]:
-        """The GPflow likelihood the metric reads ``y`` with."""
+        """The GPflow likelihood given to the metric, if any."""
         return self._held[0]
-
-    def bind(self, likelihood: Optional[gpflow.likelihoods.Likelihood]) -> None:
-        """Use ``likelihood`` (``None`` leaves the metric unbound).
-
-        :raises TypeError: if ``likelihood`` is not a GPflow likelihood.
-        """
-        if likelihood is not None and not isinstance(likelihood, gpflow.likelihoods.Likelihood):
-            raise TypeError(f"likelihood: expected a GPflow likelihood, got {likelihood!r}")
-        self.check_likelihood(likelihood)
-        object.__setattr__(self, "_held", (likelihood,))  # not tracked by Keras
-        object.__setattr__(self, "adopts_model_likelihood", False)
 
     def check_likelihood(self, likelihood: Optional[gpflow.likelihoods.Likelihood]) -> None:
         """Raise ``ValueError`` if the score is not defined for ``likelihood``."""
 
-    def per_row(
-        self, likelihood: gpflow.likelihoods.Likelihood, mixture: GaussianMixture, y: tf.Tensor
-    ) -> tf.Tensor:
+    def per_row(self, distribution: PredictiveDistribution, y: tf.Tensor) -> tf.Tensor:
         """The score of each row ``[B]``; ``y`` is ``y_true`` as given (``[B, Q]`` or ``[B]``)."""
         raise NotImplementedError
 
     def update_state(self, y_true, y_pred, sample_weight=None) -> None:
-        """Add the rows of a batch: ``y_pred`` is the packed mixture ``[B, S, 2 Q + 1]``."""
-        held = model_likelihood_of(y_pred)
-        if held is not None and self.adopts_model_likelihood:
-            self.bind(held)
-        if self.likelihood is None:
-            raise ValueError(
-                f"{self.name}: no likelihood; pass the model's, e.g. "
-                f"{type(self).__name__}(likelihood), or compile a gpflux_avdgp.AVDGPModel"
-            )
-        y_pred = tf.convert_to_tensor(y_pred)
-        if y_pred.shape.rank != 3:
-            raise ValueError(
-                f"{self.name}: expected y_pred to be the packed mixture [batch, components, "
-                f"2 * Q + 1] of an AVDGP, got shape {y_pred.shape}"
-            )
-        mixture = GaussianMixture.unpack(tf.cast(y_pred, self.dtype))
-        scores = tf.cast(self.per_row(self.likelihood, mixture, y_true), self.dtype)  # [B]
+        """Add the rows of a batch: ``y_pred`` is the model's output."""
+        distribution = predictive_distribution(y_pred, self.likelihood)
+        self.check_likelihood(distribution.likelihood)
+        scores = tf.cast(self.per_row(distribution, y_true), self.dtype)  # [B]
         weights = tf.ones_like(scores)
         if sample_weight is not None:
             weights = tf.reshape(tf.cast(sample_weight, self.dtype), [-1]) * weights
@@ -171,23 +129,13 @@ class MixtureMetric(tf_keras.metrics.Metric):
         self.total.assign(tf.zeros_like(self.total))
         self.count.assign(tf.zeros_like(self.count))
 
-    def get_config(self) -> dict:
-        config = super().get_config()
-        bound = self.likelihood
-        config["likelihood"] = None if bound is None else likelihood_to_config(bound)
-        return config
-
     @classmethod
     def from_config(cls, config: dict) -> "MixtureMetric":
-        """Rebuild the metric with a copy of the saved likelihood, which it gives up for the
-        model's at its first update (:attr:`adopts_model_likelihood`)."""
+        """Rebuild the metric; the model's output gives it the likelihood (a likelihood in files
+        written by earlier versions is a copy of the model's and is dropped)."""
         config = dict(config)
-        if config.get("likelihood") is None:
-            return cls(**config)
-        config["likelihood"] = likelihood_from_config(config["likelihood"])
-        metric = cls(**config)
-        object.__setattr__(metric, "adopts_model_likelihood", True)
-        return metric
+        config.pop("likelihood", None)
+        return cls(**config)
 
 
 def _targets(y: tf.Tensor, width: int, dtype: tf.DType) -> tf.Tensor:
@@ -204,8 +152,8 @@ class MixtureNLL(MixtureMetric):
     def __init__(self, likelihood=None, *, name: str = "nll", **kwargs):
         super().__init__(likelihood, name=name, **kwargs)
 
-    def per_row(self, likelihood, mixture, y):
-        return -mixture_log_density(likelihood, mixture, y)
+    def per_row(self, distribution, y):
+        return -distribution.log_prob(y)
 
 
 @tf_keras.utils.register_keras_serializable(package="gpflux_avdgp")
@@ -226,9 +174,10 @@ class MixtureRMSE(MixtureMetric):
                 f"{type(likelihood).__name__}; use MixtureBrier or MixtureAccuracy"
             )
 
-    def per_row(self, likelihood, mixture, y):
-        mean, _ = predictive_y(likelihood, mixture)  # [B, Q]
-        return tf.reduce_mean(tf.square(_targets(y, mixture.dim, mean.dtype) - mean), axis=-1)
+    def per_row(self, distribution, y):
+        mean = distribution.mean()  # [B, Q]
+        targets = _targets(y, distribution.mixture.dim, mean.dtype)
+        return tf.reduce_mean(tf.square(targets - mean), axis=-1)
 
     def result(self) -> tf.Tensor:
         return tf.sqrt(super().result())
@@ -249,10 +198,11 @@ class MixtureCRPS(MixtureMetric):
                 f"{type(likelihood).__name__}; use MixtureNLL or MixtureBrier"
             )
 
-    def per_row(self, likelihood, mixture, y):
-        y_means, y_variances = component_y_moments(likelihood, mixture.means, mixture.variances)
-        targets = _targets(y, mixture.dim, y_means.dtype)
-        crps = gaussian_mixture_crps(targets, mixture.weights, y_means, y_variances)
+    def per_row(self, distribution, y):
+        y_means, y_variances = distribution.component_moments()
+        targets = _targets(y, distribution.mixture.dim, y_means.dtype)
+        weights = distribution.mixture.weights
+        crps = gaussian_mixture_crps(targets, weights, y_means, y_variances)
         return tf.reduce_mean(crps, axis=-1)
 
 
@@ -267,12 +217,13 @@ class _ClassMetric(MixtureMetric):
                 f"{type(likelihood).__name__}; use MixtureRMSE, MixtureNLL or MixtureCRPS"
             )
 
-    def per_row(self, likelihood, mixture, y):
-        probabilities, _ = predictive_y(likelihood, mixture)
-        labels = tf.reshape(tf.cast(y, probabilities.dtype), [-1])  # [B]
-        if is_categorical(likelihood):
-            one_hot = tf.one_hot(tf.cast(labels, tf.int32), tf.shape(probabilities)[-1])
+    def per_row(self, distribution, y):
+        probabilities = distribution.mean()
+        if is_categorical(distribution.likelihood):
+            labels = tf.reshape(tf.cast(y, tf.int32), [-1])  # [B]
+            one_hot = tf.one_hot(labels, tf.shape(probabilities)[-1])
             return self.class_score(probabilities, tf.cast(one_hot, probabilities.dtype))
+        labels = tf.reshape(binary_labels(y, probabilities.dtype), [-1])  # [B], as GPflow reads
         return self.binary_score(probabilities[:, 0], labels)
 
 

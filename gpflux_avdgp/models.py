@@ -44,10 +44,10 @@ def build_avdgp(
     :param units: output dimension of each layer, e.g. ``[16, 4, 1]`` (the paper's regression).
     :param num_inducing: ``M`` per layer, or one for all (paper: ``[8, 4, 4]``).
     :param num_data: ``N``, training set size.
-    :param likelihood: GPflow likelihood; pass the same object to ``AVDGPLoss``.
+    :param likelihood: GPflow likelihood, held by the model's last layer.
     :param rule: a :class:`~gpflux_avdgp.rules.ModelRule` or its name: ``"ar1"``, ``"ar2"``,
-        ``"ar2p"`` (default) or ``"ar2pp"`` (AR2P layers; train
-        with ``AVDGPLoss(likelihood, objective="predictive")``).
+        ``"ar2p"`` (default) or ``"ar2pp"`` (AR2P layers and the predictive objective, which
+        the model's :class:`TrainableLikelihood` holds: ``compile`` trains it).
     :param num_points: ``S``, components of every mixture after the first layer: AR2P's sigma
         points (training and prediction), the Monte Carlo samples of AR1/AR2 at prediction
         (default 32, the paper's); the second layer's ``num_points``.
@@ -83,7 +83,8 @@ def build_avdgp(
         raise ValueError(
             f"num_inducing: expected {len(units)} values (one per layer), got {len(num_inducing)}"
         )
-    layer_rule = check_choice("rule", rule, ModelRule).layer_rule
+    rule = check_choice("rule", rule, ModelRule)
+    layer_rule = rule.layer_rule
     expansion = {"num_points": num_points, "num_train_samples": num_train_samples}
     if isinstance(hidden_mean_function, str) and hidden_mean_function == "preset":
         given = "mean_function" in layer_kwargs
@@ -109,7 +110,7 @@ def build_avdgp(
                 ),
             )
         )
-    layers.append(TrainableLikelihood(likelihood, name="likelihood"))
+    layers.append(TrainableLikelihood(likelihood, objective=rule.objective, name="likelihood"))
     return AVDGPModel(layers, name=name)
 
 

@@ -10,15 +10,14 @@ import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from .avdgp_model import AVDGPModel
 from .core.mixture import GaussianMixture, mixture_moments, unpack_numpy
 from .layers.likelihood_layer import TrainableLikelihood
-from .objectives import component_y_moments, is_classifier, mixture_log_density
+from .predictive import component_y_moments, is_classifier, mixture_log_density, output_mixture
 from .validation import check_feature_matrix, check_positive_int
 
 __all__ = [
     "PredictiveMixture",
-    "mixture_network",
+    "mixture_function",
     "model_input_spec",
     "model_likelihood",
     "predict_mixture",
@@ -174,26 +173,23 @@ def pad_rows(inputs: tf.Tensor, size: int) -> tf.Tensor:
     return tf.concat([inputs, tf.repeat(inputs[-1:], extra, axis=0)], axis=0)
 
 
-def mixture_network(model: tf_keras.Model) -> tf_keras.Model:
-    """A model whose ``predict`` returns the packed mixture: ``model`` itself, or for an
-    :class:`~gpflux_avdgp.AVDGPModel` (whose ``predict`` returns the moments of ``y``) a
-    Functional view on the same layers and weights, made once and kept on the model.
+def mixture_function(model: tf_keras.Model):
+    """The packed mixture of ``f`` ``[B, S, 2 Q + 1]`` of a batch of inputs, as a
+    ``tf.function`` calling ``model`` in prediction mode (compiled with XLA when
+    ``model.jit_compile``): read from the predictive distribution the model's output carries,
+    or the output itself for a model ending in a GP layer. Made once per model and XLA setting
+    and kept on the model (untracked), so equal batch shapes trace once."""
+    jit_compile = bool(getattr(model, "jit_compile", False))
+    kept = model.__dict__.get("_avdgp_mixture_function")
+    if kept is not None and kept[0] == jit_compile:
+        return kept[1]
 
-    :raises ValueError: if an ``AVDGPModel`` has no known input yet.
-    """
-    if not isinstance(model, AVDGPModel):
-        return model
-    if not model.inputs:
-        raise ValueError(
-            f"model: {model.name!r} has no known input shape yet; start it with "
-            "tf_keras.Input((D,)) or call it once on data"
-        )
-    view = model.__dict__.get("_mixture_view")
-    if view is None or view.outputs[0] is not model.outputs[0]:
-        view = tf_keras.Model(model.inputs, model.outputs, name=f"{model.name}_mixture")
-        object.__setattr__(model, "_mixture_view", view)  # not tracked (no new weights)
-    view.jit_compile = bool(model.jit_compile)
-    return view
+    @tf.function(jit_compile=jit_compile)
+    def packed_mixture(x: tf.Tensor) -> tf.Tensor:
+        return output_mixture(model(x, training=False)).pack()
+
+    object.__setattr__(model, "_avdgp_mixture_function", (jit_compile, packed_mixture))
+    return packed_mixture
 
 
 def predict_mixture(
@@ -218,11 +214,11 @@ def predict_mixture(
         values (naming the first bad ``[row, column]``).
     """
     likelihood = model_likelihood(model, likelihood)
-    network = mixture_network(model)
+    function = mixture_function(model)
     if isinstance(inputs, tf.data.Dataset):
-        packed = network.predict(inputs, verbose=0)
+        packed = np.concatenate([function(_batch_inputs(batch)).numpy() for batch in inputs])
     else:
-        packed = _predict_array(network, inputs, batch_size)
+        packed = _predict_array(model, function, inputs, batch_size)
     means, variances, log_weights = unpack_numpy(packed)
     y_means, y_variances = component_y_moments(
         likelihood, tf.constant(means), tf.constant(variances)
@@ -237,16 +233,22 @@ def predict_mixture(
     )
 
 
-def _predict_array(network: tf_keras.Model, inputs, batch_size: int) -> np.ndarray:
+def _batch_inputs(batch):
+    """The inputs of a dataset batch (``x`` of an ``(x, y)`` or ``(x, y, w)`` batch)."""
+    return tf_keras.utils.unpack_x_y_sample_weight(batch)[0]
+
+
+def _predict_array(model: tf_keras.Model, function, inputs, batch_size: int) -> np.ndarray:
     """The packed mixture ``[N, S, 2 Q + 1]`` of ``inputs`` ``[N, D]``, in padded batches."""
-    num_features, dtype = model_input_spec(network)
+    num_features, dtype = model_input_spec(model)
     inputs = check_feature_matrix("inputs", inputs, num_features)
     batch_size = check_positive_int("batch_size", batch_size)
-    # Keras casts NumPy float inputs to floatx() (float32) in predict; pass a tensor in the
-    # model's dtype so float64 models see float64 inputs.
+    # in the model's dtype, so float64 models see float64 inputs
     inputs = tf.convert_to_tensor(inputs, dtype=dtype)
     num_rows = int(inputs.shape[0])
     padded = pad_rows(
-        inputs, padded_size(num_rows, batch_size, bool(getattr(network, "jit_compile", False)))
+        inputs, padded_size(num_rows, batch_size, bool(getattr(model, "jit_compile", False)))
     )
-    return network.predict(padded, batch_size=batch_size, verbose=0)[:num_rows]
+    size = min(batch_size, int(padded.shape[0]))
+    batches = [function(padded[start : start + size]) for start in range(0, len(padded), size)]
+    return np.concatenate([batch.numpy() for batch in batches])[:num_rows]

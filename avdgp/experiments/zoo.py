@@ -445,12 +445,13 @@ def build_model(
     inducing = spec.resolved_inducing()
     likelihood = _likelihood(task, dims[-1])
     name = spec.label.replace("-", "_").replace(":", "_")
+    objective = "predictive" if kind is ModelKind.DSPP else "elbo"  # DSPP: Jankowiak et al.
     if kind is ModelKind.SOLVE_GP:
         model = tf_keras.Sequential(
             [
                 tf_keras.Input((input_dim,), dtype=gpflow.default_float()),
                 _solve_gp_layer(spec, input_dim, num_data, dims[-1], inducing, inputs),
-                TrainableLikelihood(likelihood, name="likelihood"),
+                TrainableLikelihood(likelihood, objective=objective, name="likelihood"),
             ],
             name=name,
         )
@@ -459,7 +460,7 @@ def build_model(
         model = tf_keras.Sequential(
             [tf_keras.Input((input_dim,), dtype=gpflow.default_float())]
             + gp_layers
-            + [TrainableLikelihood(likelihood, name="likelihood")],
+            + [TrainableLikelihood(likelihood, objective=objective, name="likelihood")],
             name=name,
         )
     else:  # AVDGP, SGP-AVI, IDSGP: the package's one builder
@@ -482,8 +483,5 @@ def build_model(
         )
         if global_last is not None:
             model = _with_global_last(model, spec, dims, global_last, num_data, inputs)
-    objective = "predictive" if kind is ModelKind.DSPP else "elbo"  # DSPP: Jankowiak et al.
-    if kind is ModelKind.AVDGP:
-        objective = ModelRule(spec.rule).objective
-    loss = AVDGPLoss(likelihood, objective=objective)
+    loss = AVDGPLoss()  # the model's likelihood and objective (build_avdgp's: its rule's)
     return BuiltModel(model=model, likelihood=likelihood, loss=loss, spec=spec)

@@ -23,8 +23,6 @@ from typing import Any, Mapping, Optional, Union
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from ..layers.likelihood_layer import TrainableLikelihood
-from ..objectives import AVDGPLoss
 from .errors import ModelFileError, UnsafeModelError
 from .errors import one_line as _one_line
 
@@ -76,6 +74,7 @@ def load_model(
         directory, truncated or corrupt, or does not describe a loadable model; the message
         is one line naming the file and the problem (the original error is chained).
     """
+    from .. import deep_gp  # noqa: F401  (registers MixtureLikelihoodLayer, loaded lazily)
     from .model_file import check_model_file  # loaded on first use: import stays light
 
     path = os.fspath(path)
@@ -94,15 +93,4 @@ def load_model(
         ) from error
     if not isinstance(model, tf_keras.Model):
         raise ModelFileError(f"{path}: the {kind} holds a {type(model).__name__}, not a model")
-    _bind_reloaded_loss(model)
     return model
-
-
-def _bind_reloaded_loss(model: tf_keras.Model) -> None:
-    """A reloaded :class:`~gpflux_avdgp.AVDGPLoss` takes the likelihood of the model's
-    :class:`~gpflux_avdgp.TrainableLikelihood` now rather than at its first call."""
-    loss = getattr(model, "loss", None)
-    last = model.layers[-1] if getattr(model, "layers", None) else None
-    if isinstance(loss, AVDGPLoss) and loss.adopts_model_likelihood:
-        if isinstance(last, TrainableLikelihood):
-            loss.adopt(last.likelihood)

@@ -48,10 +48,15 @@ import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from ..core.mixture import GaussianMixture, mixture_moments, unpack_numpy
+from ..core.mixture import GaussianMixture, mixture_moments
 from ..intervals import interval_outputs
-from ..objectives import component_y_moments, is_categorical, mixture_log_density
 from ..prediction import model_input_spec, model_likelihood
+from ..predictive import (
+    component_y_moments,
+    is_categorical,
+    mixture_log_density,
+    output_mixture,
+)
 
 __all__ = ["export", "EXPORT_FORMAT", "METADATA_FILE", "SIGNATURES"]
 
@@ -208,7 +213,7 @@ class _ServingModule(tf.Module):
             x = _checked_batch("x", x, input_dim)  # [N, D]
             if scaling.inputs:
                 x = (x - x_mean) / x_std
-            return GaussianMixture.unpack(model(x, training=False))  # [N, S, .]
+            return output_mixture(model(x, training=False))  # [N, S, .]
 
         def to_original_units(moments: tuple[tf.Tensor, tf.Tensor]) -> tuple:
             means, variances = moments  # [N, S, Q]
@@ -311,9 +316,8 @@ def export(
         raise ValueError(f"path: {target} is a file, expected a folder for the SavedModel")
 
     # One eager call creates every lazily built weight and metric before tracing.
-    packed = model(tf.zeros([2, input_dim], dtype), training=False)
-    means, _, log_weights = unpack_numpy(np.asarray(packed))
-    num_components, output_dim = int(log_weights.shape[1]), int(means.shape[2])
+    mixture = output_mixture(model(tf.zeros([2, input_dim], dtype), training=False))
+    num_components, output_dim = int(mixture.log_weights.shape[1]), mixture.dim
 
     scaling = _scaling(standardizer, x_mean, x_std, y_mean, y_std, input_dim, output_dim)
     if scaling.targets and not isinstance(likelihood, gpflow.likelihoods.Gaussian):

@@ -1,9 +1,12 @@
-"""A pass-through layer that puts the likelihood's parameters in the model.
+"""The model's last layer: the predictive distribution of ``y``, and the owner of the
+likelihood and the objective.
 
-The layer is where the likelihood lives: its output carries the likelihood to the loss and the
-metrics (``_avdgp_likelihood``, as tfp's layers attach a distribution), so a reloaded
-:class:`~gpflux_avdgp.AVDGPLoss` trains this layer's likelihood (see
-:mod:`gpflux_avdgp.objectives`).
+Its output is a :class:`~gpflux_avdgp.predictive.PredictiveDistribution` in the form tfp's
+probabilistic layers use: a tensor that Keras metrics and ``predict`` read (the predictive mean
+of ``y``, or the class probabilities) carrying the distribution, which
+:class:`~gpflux_avdgp.AVDGPLoss`, the package's metrics and
+:func:`~gpflux_avdgp.predictive.predictive_distribution` read. The same in every Keras model
+type (``Sequential``, Functional, subclassed, cloned); ``docs/design.md`` records the choice.
 """
 
 from __future__ import annotations
@@ -12,8 +15,11 @@ import gpflow
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
+from ..core.mixture import mixture_width_to_dim
 from ..gpflow_config import likelihood_from_config, likelihood_to_config
-from .base import check_mixture_readers
+from ..predictive import ATTRIBUTE, PredictiveDistribution, is_categorical, is_classifier
+from ..rules import Objective
+from ..validation import check_choice
 from .module_state import GPflowModuleState
 
 __all__ = ["TrainableLikelihood"]
@@ -21,50 +27,85 @@ __all__ = ["TrainableLikelihood"]
 
 @tf_keras.utils.register_keras_serializable(package="gpflux_avdgp")
 class TrainableLikelihood(GPflowModuleState, tf_keras.layers.Layer):
-    """Last layer of an AVDGP ``Sequential``: returns its input and owns the likelihood.
+    """Last layer of an AVDGP: reads the packed mixture of ``f`` ``[B, S, 2 Q + 1]`` and
+    returns the predictive distribution of ``y``, owning the likelihood and the objective.
+
+    The output is the predictive mean of ``y`` ``[B, Q]`` (classifiers: the class
+    probabilities, ``[B, 1]`` for Bernoulli's ``p(y = 1)``, ``[B, K]`` for ``K`` classes), what
+    Keras metrics and ``predict`` read, carrying the
+    :class:`~gpflux_avdgp.predictive.PredictiveDistribution` that the loss and the package's
+    metrics read (:func:`~gpflux_avdgp.predictive.predictive_distribution`).
 
     A Keras loss is not part of the model, so the likelihood's parameters (e.g. the Gaussian
-    noise variance) are only trained by ``model.fit`` if a layer holds them. Pass the same
-    likelihood to :class:`~gpflux_avdgp.AVDGPLoss`; :func:`~gpflux_avdgp.predict_mixture`
-    finds it here.
+    noise variance) train because this layer holds them.
 
     :param likelihood: a GPflow likelihood with one latent function per output.
+    :param objective: the data term the model trains: ``"elbo"`` (AR1, AR2, AR2P) or
+        ``"predictive"`` (AR2PP); :class:`~gpflux_avdgp.AVDGPLoss` takes it from here.
     """
 
-    #: Reads (and returns) a packed mixture.
+    #: Reads a packed mixture.
     reads_mixture: bool = True
 
-    def __init__(self, likelihood: gpflow.likelihoods.Likelihood, **kwargs):
+    def __init__(
+        self,
+        likelihood: gpflow.likelihoods.Likelihood,
+        *,
+        objective: str | Objective = Objective.ELBO,
+        **kwargs,
+    ):
         if not isinstance(likelihood, gpflow.likelihoods.Likelihood):
             raise TypeError(f"likelihood: expected a GPflow likelihood, got {likelihood!r}")
         kwargs.setdefault("dtype", gpflow.default_float())
         super().__init__(**kwargs)
         self.likelihood = likelihood
+        self.objective = check_choice("objective", objective, Objective)
 
     def _gpflow_modules(self) -> list[tf.Module]:
         return [self.likelihood]
 
     def call(self, inputs: tf.Tensor) -> tf.Tensor:
-        """:returns: ``inputs`` unchanged (a packed mixture).
+        """:returns: the predictive mean of ``y`` (or the class probabilities) carrying the
+        predictive distribution.
 
-        :raises ValueError: if a layer that does not read mixtures follows this one.
+        :raises ValueError: if a layer follows this one (it would drop the distribution).
         """
-        check_mixture_readers(self)
-        outputs = tf.identity(inputs)
-        outputs._avdgp_likelihood = self.likelihood  # read by AVDGPLoss (as tfp's layers do)
+        _refuse_readers(self)
+        distribution = PredictiveDistribution.from_packed(self.likelihood, inputs, self.objective)
+        outputs = distribution.keras_view()
+        setattr(outputs, ATTRIBUTE, distribution)  # as tfp's layers attach a distribution
         return outputs
 
     def compute_output_shape(self, input_shape: tf.TensorShape) -> tf.TensorShape:
-        return tf.TensorShape(input_shape)
+        """``[B, Q]`` (``Q`` outputs or ``K`` classes; Bernoulli ``[B, 1]``)."""
+        input_shape = tf.TensorShape(input_shape)
+        width = mixture_width_to_dim(int(input_shape[-1]))
+        if is_classifier(self.likelihood) and not is_categorical(self.likelihood):
+            width = 1
+        return tf.TensorShape([input_shape[0], width])
 
     def get_config(self) -> dict:
         config = super().get_config()
         config["likelihood"] = likelihood_to_config(self.likelihood)
+        config["objective"] = self.objective.value
         return config
 
     @classmethod
     def from_config(cls, config: dict) -> "TrainableLikelihood":
-        """Rebuild the layer with a new likelihood (its trained values come with the weights)."""
+        """Rebuild the layer with a new likelihood (its trained values come with the weights);
+        files written before the objective was saved train the ELBO."""
         config = dict(config)
         config["likelihood"] = likelihood_from_config(config["likelihood"])
         return cls(**config)
+
+
+def _refuse_readers(layer: tf_keras.layers.Layer) -> None:
+    """Refuse a layer that reads the likelihood layer's output (it would read the mean of ``y``
+    and drop the distribution the loss needs)."""
+    for node in getattr(layer, "_outbound_nodes", ()):
+        reader = node.layer
+        raise ValueError(
+            f"{reader.name}: a {type(reader).__name__} follows {layer.name!r}, whose output is "
+            "the predictive distribution of y (the loss reads it); end the model with the "
+            "TrainableLikelihood"
+        )

@@ -22,6 +22,7 @@ from scipy.stats import norm
 
 import gpflux_avdgp
 from gpflux_avdgp import GaussianMixture, PropagationRule
+from gpflux_avdgp.predictive import output_mixture
 
 
 def _distinct_rows(values: np.ndarray, atol: float = 1e-9) -> bool:
@@ -97,7 +98,7 @@ def test_ar1_model_outputs_differ_across_identical_rows():
     np.testing.assert_allclose(
         first.means.numpy(), np.broadcast_to(first.means.numpy()[:1], first.means.shape)
     )
-    output = GaussianMixture.unpack(model(x, training=True))
+    output = output_mixture(model(x, training=True))
     assert output.means.shape == (batch, num_points, 1)
     means = output.means.numpy().reshape(batch * num_points, -1)
     variances = output.variances.numpy().reshape(batch * num_points, -1)
@@ -308,5 +309,5 @@ def test_sigma_point_weights_start_uniform():
     second, third = model.layers[1], model.layers[2]
     np.testing.assert_array_equal(second.weight_logits.numpy(), np.zeros(num_points))
     assert third.weight_logits is None  # later layers reuse the shared weights
-    output = GaussianMixture.unpack(model(np.zeros((4, 2)), training=True))
+    output = output_mixture(model(np.zeros((4, 2)), training=True))
     np.testing.assert_allclose(output.weights.numpy(), np.full((4, num_points), 1 / num_points))

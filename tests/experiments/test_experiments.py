@@ -94,7 +94,7 @@ def test_avdgp_is_mean_field_affine_with_the_rule(rule):
     expected_rule = PropagationRule.AR2P if rule == "ar2pp" else PropagationRule(rule)
     assert {layer.rule for layer in layers} == {expected_rule}
     objective = Objective.PREDICTIVE if rule == "ar2pp" else Objective.ELBO
-    assert built.loss.objective is objective
+    assert built.model.layers[-1].objective is objective  # the model's, which its loss takes
     if rule == "ar1":  # the paper's AR1: one sample in training, S at test time
         assert layers[1]._resolved_num_points(True) == 1
         assert layers[1]._resolved_num_points(False) == 5
@@ -127,7 +127,7 @@ def test_deep_global_inducing_baselines(model, rule, objective, rng):
     layers = _gp_layers(built)
     assert [type(layer) for layer in layers] == [SigmaPointGPLayer] * 3
     assert {layer.rule for layer in layers} == {rule}
-    assert built.loss.objective is objective
+    assert built.model.layers[-1].objective is objective  # the model's, which its loss takes
     means = [layer.gp_layer.mean_function for layer in layers]
     assert isinstance(means[0], gpflow.mean_functions.Linear)
     assert isinstance(means[1], gpflow.mean_functions.Linear)
@@ -204,7 +204,7 @@ def test_k_class_models_have_k_outputs_and_a_multiclass_likelihood(model, rng):
     likelihood = built.likelihood
     assert isinstance(likelihood, gpflow.likelihoods.MultiClass) and likelihood.num_classes == 3
     assert isinstance(likelihood.invlink, gpflow.likelihoods.RobustMax)
-    assert spec.resolved_dims()[-1] == 3 and built.loss.likelihood is likelihood
+    assert spec.resolved_dims()[-1] == 3 and built.model.likelihood is likelihood
     x, y = rng.normal(size=(7, 2)), rng.integers(0, 3, size=(7, 1)).astype(np.float64)
     prediction = predict_mixture(built.model, x)
     assert prediction.f_means.shape[0] == 7 and prediction.f_means.shape[2] == 3  # [N, S, K]

@@ -38,6 +38,7 @@ from gpflux_avdgp import (
 )
 from gpflux_avdgp.io.saving import ModelFileError
 from gpflux_avdgp.layers.gpflux_config import gp_layer_from_config, gp_layer_to_config
+from gpflux_avdgp.predictive import predictive_distribution
 
 # "" is the TensorFlow SavedModel format (a directory); saving one traces every layer, so its
 # round trips here run in the slow suite (test_saving_zoo keeps one SavedModel case by default)
@@ -102,19 +103,14 @@ def assert_same_predictions(model: tf_keras.Model, reloaded: tf_keras.Model, x: 
 
 
 def assert_loss_shares_likelihood(reloaded: tf_keras.Model) -> None:
-    """The reloaded compiled loss uses the reloaded model's likelihood object: at once after
-    ``gpflux_avdgp.load_model`` or an ``AVDGPModel``'s compile, at its first call after
-    ``tf_keras.models.load_model`` of a plain model (checked here with one call)."""
+    """The reloaded compiled loss holds no likelihood of its own: it scores the one the
+    reloaded model's output carries, its TrainableLikelihood's."""
     layer = reloaded.layers[-1]
     assert isinstance(layer, TrainableLikelihood)
-    assert isinstance(reloaded.loss, AVDGPLoss)
-    if reloaded.loss.adopts_model_likelihood:
-        assert reloaded.loss.likelihood is not layer.likelihood
-        width = reloaded.inputs[0].shape[-1]
-        packed = reloaded(tf.zeros([2, width], reloaded.inputs[0].dtype))
-        outputs = (packed.shape[-1] - 1) // 2
-        reloaded.loss(tf.zeros([2, outputs], packed.dtype), packed)
-    assert reloaded.loss.likelihood is layer.likelihood
+    assert isinstance(reloaded.loss, AVDGPLoss) and reloaded.loss.likelihood is None
+    width = reloaded.inputs[0].shape[-1]
+    outputs = reloaded(tf.zeros([2, width], reloaded.inputs[0].dtype))
+    assert predictive_distribution(outputs).likelihood is layer.likelihood
 
 
 @contextlib.contextmanager
@@ -270,45 +266,53 @@ def test_model_checkpoint_keeps_the_best_model_in_both_formats(tmp_path, rng):
         assert_loss_shares_likelihood(reloaded)
 
 
-def test_a_loss_from_its_config_holds_a_copy_until_it_meets_the_models_likelihood():
-    """No module-global state: the rebuilt loss holds a copy of the saved likelihood, and its
-    first call on a TrainableLikelihood's output adopts that layer's likelihood; a loss built
-    by hand still refuses another model's likelihood."""
-    likelihood = gpflow.likelihoods.Gaussian(0.3)
-    config = AVDGPLoss(likelihood, objective="predictive").get_config()
-    assert "id" not in config["likelihood"]
-    alone = AVDGPLoss.from_config(config)
-    assert alone.likelihood is not likelihood and alone.adopts_model_likelihood
-    assert alone.likelihood.variance.numpy() == pytest.approx(0.3)
-    assert alone.objective.value == "predictive"
+def _gaussian_log_density(y: float, mean: float, variance: float) -> float:
+    return -0.5 * (np.log(2 * np.pi * variance) + (y - mean) ** 2 / variance)
 
-    layer = TrainableLikelihood.from_config(TrainableLikelihood(likelihood).get_config())
+
+def test_a_loss_from_its_config_scores_the_likelihood_and_objective_of_the_model():
+    """No likelihood in a loss's config, so none to go stale: the rebuilt loss scores the
+    likelihood the model's output carries, as it is now; a likelihood in an earlier file's
+    config (a copy) is dropped, and its objective kept as the file's."""
+    likelihood = gpflow.likelihoods.Gaussian(0.3)
+    config = AVDGPLoss(objective="predictive").get_config()
+    assert "likelihood" not in config and config["objective"] == "predictive"
+    rebuilt = AVDGPLoss.from_config(config)
+    assert rebuilt.likelihood is None and rebuilt.objective.value == "predictive"
+
+    layer = TrainableLikelihood.from_config(
+        TrainableLikelihood(likelihood, objective="predictive").get_config()
+    )
+    layer.likelihood.variance.assign(0.7)  # trained since the save
     packed = tf.constant([[[0.5, 0.2, 0.0]]], tf.float64)  # one component, Q = 1
     targets = tf.constant([[0.4]], tf.float64)
-    adopted = alone(targets, layer(packed))
-    assert alone.likelihood is layer.likelihood and not alone.adopts_model_likelihood
-    expected = AVDGPLoss(layer.likelihood, objective="predictive")(targets, layer(packed))
-    np.testing.assert_allclose(adopted.numpy(), expected.numpy(), rtol=1e-12)
+    expected = -_gaussian_log_density(0.4, 0.5, 0.2 + 0.7)
+    np.testing.assert_allclose(rebuilt(targets, layer(packed)).numpy(), expected, rtol=1e-12)
     with pytest.raises(ValueError, match="holds another likelihood than the loss"):
-        alone(targets, TrainableLikelihood(gpflow.likelihoods.Gaussian(0.3))(packed))
+        AVDGPLoss(likelihood)(targets, layer(packed))
+    with pytest.raises(ValueError, match=r"^avdgp_loss: objective 'elbo', but the model trains"):
+        AVDGPLoss(objective="elbo")(targets, layer(packed))
 
-    legacy = dict(config, likelihood=dict(config["likelihood"], id="0f3a"))  # earlier files
-    assert AVDGPLoss.from_config(legacy).likelihood.variance.numpy() == pytest.approx(0.3)
+    legacy = dict(config, likelihood={"class_name": "Gaussian", "config": {"variance": 0.3}})
+    from_file = AVDGPLoss.from_config(legacy)  # an earlier file: its objective is the file's
+    assert from_file.likelihood is None and from_file.objective.value == "predictive"
+    elbo_layer = TrainableLikelihood(layer.likelihood)  # earlier files' layers: no objective
+    np.testing.assert_allclose(from_file(targets, elbo_layer(packed)).numpy(), expected, 1e-12)
 
 
-def test_a_metric_from_its_config_adopts_the_models_likelihood_at_its_first_update():
+def test_a_metric_from_its_config_scores_the_models_likelihood():
     """As the loss: a reloaded metric scores with the model's likelihood, not a stale copy."""
     likelihood = gpflow.likelihoods.Gaussian(0.3)
-    metric = gpflux_avdgp.MixtureNLL.from_config(gpflux_avdgp.MixtureNLL(likelihood).get_config())
-    assert metric.adopts_model_likelihood and metric.likelihood is not likelihood
+    config = gpflux_avdgp.MixtureNLL(likelihood).get_config()
+    config["likelihood"] = {"class_name": "Gaussian", "config": {"variance": 0.3}}  # old files
+    metric = gpflux_avdgp.MixtureNLL.from_config(config)
+    assert metric.likelihood is None
     layer = TrainableLikelihood(likelihood)
     packed = tf.constant([[[0.5, 0.2, 0.0]]], tf.float64)
-    likelihood.variance.assign(0.7)  # trained since the save: the copy still holds 0.3
+    likelihood.variance.assign(0.7)  # trained since the save
     metric.update_state(tf.constant([[0.4]], tf.float64), layer(packed))
-    assert metric.likelihood is likelihood and not metric.adopts_model_likelihood
-    expected = gpflux_avdgp.MixtureNLL(likelihood)
-    expected.update_state(tf.constant([[0.4]], tf.float64), packed)
-    np.testing.assert_allclose(metric.result().numpy(), expected.result().numpy(), rtol=1e-12)
+    expected = -_gaussian_log_density(0.4, 0.5, 0.2 + 0.7)
+    np.testing.assert_allclose(metric.result().numpy(), expected, rtol=1e-12)
 
 
 @pytest.mark.parametrize(

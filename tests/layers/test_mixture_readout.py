@@ -92,11 +92,11 @@ def test_a_plain_keras_layer_after_a_gp_layer_fails_naming_the_readout_layers(rn
         [
             tf_keras.Input((2,), dtype=tf.float64),
             AmortizedGPLayer(1, 4, 40, seed=0),
-            tf_keras.layers.Dense(4),
+            tf_keras.layers.Dense(3),  # as wide as the mixture: the likelihood layer accepts it
             TrainableLikelihood(likelihood),
         ]
     )
-    model.compile(tf_keras.optimizers.Adam(0.01), loss=AVDGPLoss(likelihood))
+    model.compile(tf_keras.optimizers.Adam(0.01), loss=AVDGPLoss())
     x, y = rng.normal(size=(40, 2)), rng.normal(size=(40, 1))
     with pytest.raises(ValueError, match=r"dense.*reads the packed mixture .* put .*MixtureMean"):
         model.fit(x, y, epochs=1, verbose=0)

@@ -16,6 +16,8 @@ from gpflow.keras import tf_keras
 
 import gpflux_avdgp
 from gpflux_avdgp import AmortizedGPLayer, AVDGPLoss, TrainableLikelihood, predict_mixture
+from gpflux_avdgp.predictive import output_mixture
+from gpflux_avdgp.rules import ModelRule
 
 NUM_DATA = 200
 BATCH_SIZE = 50
@@ -150,13 +152,13 @@ def test_hand_assembled_sequential_trains(rng, rule):
                 name="middle",
             ),
             AmortizedGPLayer(1, NUM_INDUCING, NUM_DATA, rule=layer_rule(rule), name="top"),
-            TrainableLikelihood(likelihood),
+            TrainableLikelihood(likelihood, objective=ModelRule(rule).objective),
         ]
     )
-    assert model(x[:5], training=True).shape == (5, NUM_POINTS, 3)
+    assert output_mixture(model(x[:5], training=True)).pack().shape == (5, NUM_POINTS, 3)
     before = {layer.name: weights_snapshot(layer) for layer in model.layers}
 
-    history = compile_and_fit(model, make_loss(likelihood, rule), x, y)
+    history = compile_and_fit(model, AVDGPLoss(), x, y)  # the model's likelihood and objective
 
     assert_loss_decreased(history)
     # a plain Sequential logs the loss only, whatever its layers are called
@@ -335,8 +337,8 @@ def test_sampled_rules_train_with_num_train_samples_and_predict_with_num_points(
         ]
     )
 
-    assert model(x[:10], training=True).shape == (10, num_train_samples, 3)
-    assert model(x[:10], training=False).shape == (10, num_points, 3)
+    assert output_mixture(model(x[:10], training=True)).pack().shape == (10, num_train_samples, 3)
+    assert output_mixture(model(x[:10], training=False)).pack().shape == (10, num_points, 3)
     first = predict_mixture(model, x)
     second = predict_mixture(model, x)
 
@@ -354,7 +356,7 @@ def test_ar1_default_points_one_for_training_many_for_prediction(rng):
     likelihood = gpflow.likelihoods.Gaussian(variance=0.1)
     model = gpflux_avdgp.build_avdgp(2, [2, 1], NUM_INDUCING, NUM_DATA, likelihood, rule="ar1")
 
-    assert model(x[:10], training=True).shape == (10, 1, 3)
+    assert output_mixture(model(x[:10], training=True)).pack().shape == (10, 1, 3)
     assert predict_mixture(model, x).weights.shape == (NUM_DATA, 32)
 
 

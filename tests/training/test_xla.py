@@ -19,7 +19,7 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 
 from avdgp.experiments.zoo import ModelSpec, build_model
-from gpflux_avdgp.prediction import mixture_network, pad_rows, padded_size, predict_mixture
+from gpflux_avdgp.prediction import mixture_function, pad_rows, padded_size, predict_mixture
 
 NUM_DATA, DIM, BATCH = 120, 3, 40
 ZOO = [
@@ -149,8 +149,8 @@ def test_xla_prediction_compiles_once_and_padding_changes_nothing(rule):
     built.model.compile(tf_keras.optimizers.Adam(0.01), loss=built.loss, jit_compile=True)
 
     prediction = predict_mixture(built.model, x[:50], batch_size=20)  # batches 20, 20, 10 -> 20
-    network = mixture_network(built.model)  # the model predict_mixture runs
-    assert network.predict_function.experimental_get_tracing_count() == 1
+    function = mixture_function(built.model)  # what predict_mixture runs
+    assert function.experimental_get_tracing_count() == 1
     for name in ("weights", "f_means", "f_variances", "y_means", "y_variances"):
         ours, expected = getattr(prediction, name), getattr(reference, name)
         assert ours.shape == expected.shape

@@ -1,0 +1,193 @@
+"""One output convention in every Keras model type (issue 35): the last layer outputs the
+predictive distribution of ``y``, so Keras' metrics, the package's metrics and losses give
+the numbers NumPy gives, in an ``AVDGPModel``, a plain ``Sequential``, a Functional model, a
+subclassed model and a clone; and the model carries its objective."""
+
+from __future__ import annotations
+
+import gpflow
+import numpy as np
+import pytest
+import tensorflow as tf
+from gpflow.keras import tf_keras
+from scipy.stats import norm
+
+import gpflux_avdgp as ga
+from gpflux_avdgp.predictive import predictive_distribution
+
+NUM_DATA = 120
+MODEL_TYPES = ["avdgp", "sequential", "functional", "subclassed", "clone"]
+
+
+def _data(seed: int = 0) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """Tensors, so that Keras keeps float64 in every model type (it casts NumPy floats to
+    float32 outside an ``AVDGPModel``)."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-2, 2, (NUM_DATA, 2))
+    f = np.sin(2 * x[:, :1]) + 0.5 * x[:, 1:]
+    y = f + 0.1 * rng.standard_normal((NUM_DATA, 1))
+    return tf.constant(x), tf.constant(y), tf.constant((f > 0).astype(np.float64))
+
+
+class _Subclassed(tf_keras.Model):
+    def __init__(self, layers):
+        super().__init__()
+        self.stack = layers
+
+    def call(self, inputs):
+        for layer in self.stack:
+            inputs = layer(inputs)
+        return inputs
+
+
+def _model(kind: str, likelihood: gpflow.likelihoods.Likelihood, **options) -> tf_keras.Model:
+    """The same layers (one AR2P GP layer and the likelihood layer) in a Keras model type."""
+    built = ga.build_avdgp(2, [1], 4, NUM_DATA, likelihood, num_points=4, seed=0, **options)
+    if kind == "avdgp":
+        return built
+    inputs = tf_keras.Input((2,), dtype=tf.float64)
+    if kind == "sequential":
+        return tf_keras.Sequential([inputs, *built.layers])
+    if kind == "clone":
+        return tf_keras.models.clone_model(tf_keras.Sequential([inputs, *built.layers]))
+    if kind == "subclassed":
+        return _Subclassed(built.layers)
+    outputs = inputs
+    for layer in built.layers:
+        outputs = layer(outputs)
+    return tf_keras.Model(inputs, outputs)
+
+
+def _likelihood_of(model: tf_keras.Model) -> gpflow.likelihoods.Likelihood:
+    return [layer for layer in model.layers if isinstance(layer, ga.TrainableLikelihood)][
+        0
+    ].likelihood
+
+
+@pytest.mark.parametrize("kind", MODEL_TYPES)
+def test_classifier_metrics_equal_numpy_in_every_model_type(kind):
+    x, _, labels = _data()
+    model = _model(kind, gpflow.likelihoods.Bernoulli())
+    metrics = ["accuracy", ga.MixtureAccuracy(name="mixture_accuracy"), ga.MixtureNLL()]
+    model.compile(tf_keras.optimizers.Adam(0.05), loss=ga.AVDGPLoss(), metrics=metrics)
+    model.fit(x, labels, batch_size=40, epochs=3, verbose=0)
+    scores = model.evaluate(x, labels, batch_size=NUM_DATA, verbose=0, return_dict=True)
+
+    mixture = ga.predict_mixture(model, x, likelihood=_likelihood_of(model))
+    probit = norm.cdf(mixture.f_means / np.sqrt(1 + mixture.f_variances))  # [N, S, 1]
+    probit = probit * (1 - 2e-3) + 1e-3  # GPflow's inv_probit keeps 1e-3 from 0 and 1
+    p = np.sum(mixture.weights[..., None] * probit, axis=1)[:, 0]
+    positive = labels.numpy()[:, 0] == 1
+    accuracy = np.mean((p > 0.5) == positive)
+    nll = -np.mean(np.log(np.where(positive, p, 1 - p)))
+    assert 0.6 < accuracy < 1.0  # a trained, imperfect classifier: the check can fail
+    assert scores["accuracy"] == pytest.approx(accuracy, abs=1e-7)
+    assert scores["mixture_accuracy"] == pytest.approx(accuracy, abs=1e-7)
+    assert scores["nll"] == pytest.approx(nll, rel=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["functional", "subclassed", "clone"])
+def test_regression_metrics_equal_numpy_in_other_model_types(kind):
+    x, y, _ = _data()
+    model = _model(kind, gpflow.likelihoods.Gaussian(variance=0.1))
+    model.compile(
+        tf_keras.optimizers.Adam(0.05), loss=ga.AVDGPLoss(), metrics=["mse", ga.MixtureNLL()]
+    )
+    model.fit(x, y, batch_size=40, epochs=3, verbose=0)
+    scores = model.evaluate(x, y, batch_size=NUM_DATA, verbose=0, return_dict=True)
+
+    mixture = ga.predict_mixture(model, x, likelihood=_likelihood_of(model))
+    mean, _ = mixture.y_moments()
+    y = y.numpy()
+    # Keras' "mse" accumulates in float32 (floatx), the package's metrics in float64
+    assert scores["mse"] == pytest.approx(np.mean((mean - y) ** 2), rel=1e-6)
+    noise = _likelihood_of(model).variance.numpy()
+    density = np.sum(
+        mixture.weights[..., None]
+        * norm.pdf(y[:, None, :], mixture.f_means, np.sqrt(mixture.f_variances + noise)),
+        axis=1,
+    )
+    assert scores["nll"] == pytest.approx(-np.mean(np.log(density)), rel=1e-9)
+
+
+def test_the_output_is_the_mean_of_y_carrying_the_predictive_distribution():
+    x, y, _ = _data()
+    model = _model("functional", gpflow.likelihoods.Gaussian(variance=0.1))
+    outputs = model(x)
+    distribution = predictive_distribution(outputs)
+    np.testing.assert_allclose(outputs.numpy(), distribution.mean().numpy(), rtol=1e-12)
+    mixture = ga.predict_mixture(model, x, likelihood=distribution.likelihood)
+    mean, variance = mixture.y_moments()
+    np.testing.assert_allclose(model.predict(x, verbose=0), mean, rtol=1e-10)
+    np.testing.assert_allclose(distribution.stddev().numpy(), np.sqrt(variance), rtol=1e-10)
+    np.testing.assert_allclose(distribution.log_prob(y).numpy(), mixture.log_density(y), 1e-10)
+
+
+def test_a_loss_of_ones_own_reads_the_distribution_as_with_tfp():
+    x, y, _ = _data()
+    model = _model("functional", gpflow.likelihoods.Gaussian(variance=0.1))
+
+    def negative_log_density(y_true, y_pred):
+        return -predictive_distribution(y_pred).log_prob(y_true)
+
+    model.compile(tf_keras.optimizers.Adam(0.05), loss=negative_log_density)
+    losses = model.fit(x, y, batch_size=40, epochs=4, verbose=0).history["loss"]
+    assert np.all(np.isfinite(losses)) and losses[-1] < losses[0]
+
+
+def test_plus_minus_one_labels_are_scored_as_gpflow_reads_them_in_an_avdgp_model():
+    x, _, labels = _data()
+    model = _model("avdgp", gpflow.likelihoods.Bernoulli())
+    metrics = ["accuracy", tf_keras.metrics.AUC(name="auc"), ga.MixtureNLL()]
+    model.compile(tf_keras.optimizers.Adam(0.05), metrics=metrics)
+    model.fit(x, 2 * labels - 1, batch_size=40, epochs=3, verbose=0)
+    with_01 = model.evaluate(x, labels, batch_size=NUM_DATA, verbose=0, return_dict=True)
+    with_pm1 = model.evaluate(x, 2 * labels - 1, batch_size=NUM_DATA, verbose=0, return_dict=True)
+    assert with_01["accuracy"] > 0.6 and with_01["auc"] > 0.6
+    for name in ("loss", "accuracy", "auc", "nll"):
+        assert with_pm1[name] == pytest.approx(with_01[name], abs=1e-12), name
+
+
+@pytest.mark.parametrize("kind", ["sequential", "functional", "subclassed"])
+def test_plus_minus_one_labels_are_refused_where_keras_metrics_would_misread_them(kind):
+    x, _, labels = _data()
+    model = _model(kind, gpflow.likelihoods.Bernoulli())
+    model.compile(tf_keras.optimizers.Adam(0.05), loss=ga.AVDGPLoss(), metrics=["accuracy"])
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"pass \(y == 1\) as the labels"):
+        model.fit(x, 2 * labels - 1, batch_size=40, epochs=1, verbose=0)
+
+
+def test_an_ar2pp_model_trains_its_predictive_objective_and_saves_it(tmp_path):
+    x, y, _ = _data()
+    model = _model("avdgp", gpflow.likelihoods.Gaussian(variance=0.1), rule="ar2pp")
+    model.compile(tf_keras.optimizers.Adam(0.05))  # nothing more said
+    assert model.layers[-1].objective.value == "predictive"
+    outputs = model(x, training=True)
+    kl = tf.add_n(model.losses)
+    expected = -np.mean(predictive_distribution(outputs).log_prob(y).numpy()) + kl.numpy()
+    elbo_term = -np.mean(predictive_distribution(outputs).expected_log_likelihood(y).numpy())
+    assert abs(expected - (elbo_term + kl.numpy())) > 1e-3  # the two objectives differ here
+    loss = model.compute_loss(x, y, outputs)
+    assert loss.numpy() == pytest.approx(expected, rel=1e-12)
+
+    model.save(tmp_path / "model.keras")
+    reloaded = ga.load_model(tmp_path / "model.keras")
+    assert reloaded.layers[-1].objective.value == "predictive"
+    with pytest.raises(ValueError, match=r"^loss: objective 'elbo', but the model trains 'pred"):
+        model.compile("adam", loss=ga.AVDGPLoss(objective="elbo"))
+
+
+def test_as_deep_gp_predicts_class_probabilities_of_a_multiclass_likelihood():
+    x, _, labels = _data()
+    classes = (labels.numpy()[:, 0] + (x.numpy()[:, 1] > 1)).astype(np.float64)[:, None]  # 0-2
+    likelihood = gpflow.likelihoods.MultiClass(3)
+    layer = ga.AmortizedGPLayer(3, 4, NUM_DATA, num_points=4, seed=0)
+    deep_gp = ga.as_deep_gp([layer], likelihood, input_dim=2)
+    training = deep_gp.as_training_model()
+    training.compile(tf_keras.optimizers.Adam(0.05))
+    training.fit({"inputs": x, "targets": classes}, batch_size=40, epochs=2, verbose=0)
+    outputs = deep_gp.as_prediction_model()(x)
+    sequential = tf_keras.Sequential([layer, ga.TrainableLikelihood(likelihood)])
+    expected = ga.predict_mixture(sequential, x).class_probabilities()
+    np.testing.assert_allclose(outputs.y_mean.numpy(), expected, rtol=1e-9)
+    np.testing.assert_allclose(outputs.y_mean.numpy().sum(axis=1), 1.0, rtol=1e-12)
