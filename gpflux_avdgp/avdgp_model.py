@@ -344,7 +344,8 @@ class AVDGPModel(tf_keras.Sequential):
         return x
 
     def predict(self, x, *args, **kwargs):
-        """``tf_keras.Model.predict``: see :func:`predictive_outputs` for what it returns."""
+        """``tf_keras.Model.predict``: see
+        :meth:`~gpflux_avdgp.predictive.PredictiveDistribution.outputs` for what it returns."""
         return super().predict(self._in_model_float(x), *args, **kwargs)
 
     def fit(self, x=None, y=None, *args, **kwargs):

@@ -65,8 +65,8 @@ class TrainableLikelihood(GPflowModuleState, tf_keras.layers.Layer):
         return [self.likelihood]
 
     def call(self, inputs: tf.Tensor) -> tf.Tensor:
-        """:returns: the predictive mean of ``y`` (or the class probabilities) carrying the
-        predictive distribution.
+        """The predictive mean of ``y`` (or the class probabilities) carrying the predictive
+        distribution.
 
         :raises ValueError: if a layer follows this one (it would drop the distribution).
         """
