@@ -8,15 +8,14 @@ needs; everything else is reachable from its module (``gpflux_avdgp.core``,
 ``gpflux_avdgp.layers``, ``gpflux_avdgp.propagation``, ...). The ``avdgp`` command and what only
 it needs live beside the library, in the :mod:`avdgp` package, which the library never imports.
 
-:func:`export` (the serving signatures) and :func:`as_deep_gp` (GPflux's ``DeepGP``) load their
-modules when first used.
+:func:`export` (the serving signatures), :func:`load_model` (the file checks) and
+:func:`as_deep_gp` (GPflux's ``DeepGP``) load their modules when first used.
 """
 
 from ._version import __version__
 from .avdgp_model import AVDGPModel
 from .callbacks import ValidationNLL
 from .core.mixture import GaussianMixture
-from .io.saving import load_model
 from .keras_metrics import MixtureAccuracy, MixtureBrier, MixtureCRPS, MixtureNLL, MixtureRMSE
 from .layers import (
     AmortizedGPLayer,
@@ -57,11 +56,15 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    """``gpflux_avdgp.export`` and ``gpflux_avdgp.as_deep_gp``, imported on first use."""
+    """``gpflux_avdgp.export``, ``load_model`` and ``as_deep_gp``, imported on first use."""
     if name == "export":
         from .io.serving import export
 
         return export
+    if name == "load_model":
+        from .io.saving import load_model
+
+        return load_model
     if name == "as_deep_gp":
         from .deep_gp import as_deep_gp
 

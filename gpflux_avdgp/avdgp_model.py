@@ -31,93 +31,15 @@ import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from .keras_metrics import MixtureMetric
+from .keras_metrics import MixtureMetric, check_standard_metric
 from .layers import MixtureLayer, TrainableLikelihood
 from .layers.anchor_placement import place_anchors
 from .layers.base import mixture_reader_fix
 from .objectives import AVDGPLoss
 from .predictive import binary_labels, is_categorical, is_classifier, predictive_distribution
-from .validation import check_finite_data
+from .validation import check_feature_matrix, check_finite_data
 
-__all__ = ["AVDGPModel", "check_standard_metric"]
-
-_CLASS_METRICS = {
-    "accuracy", "acc", "binaryaccuracy", "categoricalaccuracy", "sparsecategoricalaccuracy",
-    "topkcategoricalaccuracy", "sparsetopkcategoricalaccuracy", "crossentropy", "ce",
-    "binarycrossentropy", "categoricalcrossentropy", "sparsecategoricalcrossentropy", "auc",
-    "precision", "recall", "precisionatrecall", "recallatprecision", "sensitivityatspecificity",
-    "specificityatsensitivity", "truepositives", "truenegatives", "falsepositives",
-    "falsenegatives", "hinge", "squaredhinge", "categoricalhinge", "binaryiou", "iou", "meaniou",
-    "onehotiou", "onehotmeaniou", "f1score", "fbetascore",
-}  # fmt: skip
-#: Standard metrics that read one class index per row and ``K`` probabilities.
-_INDEX_METRICS = {
-    "accuracy", "acc", "sparsecategoricalaccuracy", "sparsetopkcategoricalaccuracy",
-    "crossentropy", "ce", "sparsecategoricalcrossentropy",
-}  # fmt: skip
-#: Standard metrics that read ``K`` class probabilities (one-hot labels or class indices).
-_K_CLASS_METRICS = {
-    "categoricalaccuracy", "topkcategoricalaccuracy", "categoricalcrossentropy",
-    "categoricalhinge", "sparsecategoricalaccuracy", "sparsetopkcategoricalaccuracy",
-    "sparsecategoricalcrossentropy", "onehotiou", "onehotmeaniou",
-}  # fmt: skip
-_OURS = {
-    "regression": "'mse', 'mae', RootMeanSquaredError() or gpflux_avdgp.MixtureNLL(), "
-    "MixtureRMSE(), MixtureCRPS()",
-    "binary": "'accuracy', AUC(), 'mse' (the Brier score) or gpflux_avdgp.MixtureAccuracy(), "
-    "MixtureBrier(), MixtureNLL()",
-    "categorical": "'accuracy', 'sparse_categorical_crossentropy' or "
-    "gpflux_avdgp.MixtureAccuracy(), MixtureBrier(), MixtureNLL()",
-}
-
-
-def _metric_key(metric) -> str:
-    """``"binaryaccuracy"`` for ``"binary_accuracy"``, ``BinaryAccuracy()`` or the function."""
-    if isinstance(metric, str):
-        name = metric
-    elif isinstance(metric, tf_keras.metrics.Metric):
-        name = type(metric).__name__
-        if name == "MeanMetricWrapper":
-            name = getattr(getattr(metric, "_fn", None), "__name__", metric.name)
-    else:
-        name = getattr(metric, "__name__", type(metric).__name__)
-    return name.replace("_", "").lower()
-
-
-def _metric_label(metric) -> str:
-    return repr(metric) if isinstance(metric, str) else f"{type(metric).__name__}()"
-
-
-def _task(likelihood: gpflow.likelihoods.Likelihood) -> str:
-    if is_categorical(likelihood):
-        return "categorical"
-    return "binary" if is_classifier(likelihood) else "regression"
-
-
-def check_standard_metric(metric, likelihood: gpflow.likelihoods.Likelihood) -> None:
-    """Refuse a standard Keras metric that cannot mean anything for ``likelihood``.
-
-    Regression models are scored on the predictive mean, so class metrics are refused;
-    Bernoulli models give ``p(y = 1)`` ``[B, 1]``, so metrics of one-hot or ``K``-class
-    probabilities are refused; categorical models give ``[B, K]`` probabilities for one class
-    index per row, so only index metrics (accuracy, sparse cross-entropy) are kept.
-
-    :raises ValueError: one line naming the metric and the ones to use.
-    """
-    key, task = _metric_key(metric), _task(likelihood)
-    kind = type(likelihood).__name__
-    if task == "regression" and key in _CLASS_METRICS:
-        reason = f"scores class labels, the model's likelihood is {kind} (regression)"
-    elif task == "binary" and key in _K_CLASS_METRICS:
-        reason = "reads K class probabilities, a Bernoulli model predicts p(y = 1) [batch, 1]"
-    elif task == "categorical" and key not in _INDEX_METRICS:
-        reason = (
-            f"compares y with the prediction column by column, a {kind} model predicts K class "
-            "probabilities for one class index per row"
-        )
-    else:
-        return
-    raise ValueError(f"metrics: {_metric_label(metric)} {reason}; use {_OURS[task]}")
+__all__ = ["AVDGPModel"]
 
 
 class _Extras:
@@ -345,7 +267,13 @@ class AVDGPModel(tf_keras.Sequential):
 
     def predict(self, x, *args, **kwargs):
         """``tf_keras.Model.predict``: see
-        :meth:`~gpflux_avdgp.predictive.PredictiveDistribution.outputs` for what it returns."""
+        :meth:`~gpflux_avdgp.predictive.PredictiveDistribution.outputs` for what it returns.
+
+        :raises ValueError: one line for an in-memory ``x`` that is not ``[N, D]`` (e.g. one
+            row ``x[0]``: ``x[0].reshape(1, -1)``), empty, or holds NaN or inf.
+        """
+        if isinstance(x, (np.ndarray, list)) and self.inputs:
+            check_feature_matrix("x", x, self.inputs[0].shape[-1])
         return super().predict(self._in_model_float(x), *args, **kwargs)
 
     def fit(self, x=None, y=None, *args, **kwargs):
@@ -362,6 +290,29 @@ class AVDGPModel(tf_keras.Sequential):
         in-memory ``x`` or ``y`` is refused naming the array (the scores would be ``nan``)."""
         check_finite_data(x=x, y=y)
         return super().evaluate(self._in_model_float(x), self._in_model_float(y), *args, **kwargs)
+
+    def save_weights(self, filepath, *args, **kwargs) -> None:
+        """``tf_keras.Model.save_weights`` to a TensorFlow checkpoint.
+
+        :raises ValueError: for the HDF5 format, which needs unique weight names (GPflow's
+            parameters of two layers share theirs).
+        """
+        path = os.fspath(filepath) if isinstance(filepath, (str, os.PathLike)) else ""
+        if path.endswith((".h5", ".hdf5")) or kwargs.get("save_format") == "h5":
+            raise ValueError(
+                f"filepath: HDF5 weights need unique weight names and GPflow's parameters "
+                f"repeat theirs, got {path or 'h5'!r}; save_weights('weights') writes a "
+                "TensorFlow checkpoint, or save the model to 'model.keras'"
+            )
+        super().save_weights(filepath, *args, **kwargs)
+
+    def _updated_config(self) -> dict:
+        """Keras' config for ``to_json``, naming the class as registered
+        (``gpflux_avdgp>AVDGPModel``) so that ``model_from_json`` rebuilds an ``AVDGPModel``
+        (by its bare name Keras finds nothing and returns the string ``'AVDGPModel'``)."""
+        config = super()._updated_config()
+        config["class_name"] = tf_keras.saving.get_registered_name(type(self))
+        return config
 
     def save(self, filepath, *args, **kwargs) -> None:
         """``tf_keras.Model.save`` to ``.keras`` or a SavedModel folder.

@@ -32,8 +32,9 @@ from gpflux.layers.likelihood_layer import LikelihoodOutputs
 from .core.mixture import GaussianMixture, mixture_moments
 from .gpflow_config import likelihood_from_config, likelihood_to_config
 from .layers.module_state import GPflowModuleState
-from .objectives import AVDGPLoss, Objective
 from .predictive import PredictiveDistribution
+from .rules import Objective
+from .validation import check_choice
 
 __all__ = ["MixtureLikelihoodLayer", "as_deep_gp"]
 
@@ -66,11 +67,12 @@ class MixtureLikelihoodLayer(GPflowModuleState, gpflux.layers.LikelihoodLayer):
         objective: str | Objective = Objective.ELBO,
         name: Optional[str] = None,
     ):
-        data_term = AVDGPLoss(likelihood, objective=objective)  # validates both
+        if not isinstance(likelihood, gpflow.likelihoods.Likelihood):
+            raise TypeError(f"likelihood: expected a GPflow likelihood, got {likelihood!r}")
         super().__init__(likelihood)  # GPflux's layer takes the likelihood only
         if name is not None:
             self._name = name
-        self.data_term = data_term
+        self.objective = check_choice("objective", objective, Objective)
 
     def _gpflow_modules(self) -> list[tf.Module]:
         return [self.likelihood]
@@ -80,7 +82,7 @@ class MixtureLikelihoodLayer(GPflowModuleState, gpflux.layers.LikelihoodLayer):
         return {
             "name": self.name,
             "likelihood": likelihood_to_config(self.likelihood),
-            "objective": self.data_term.objective.value,
+            "objective": self.objective.value,
         }
 
     @classmethod
@@ -105,7 +107,8 @@ class MixtureLikelihoodLayer(GPflowModuleState, gpflux.layers.LikelihoodLayer):
         if training:
             if targets is None:
                 raise ValueError(f"{self.name}: training needs the targets")
-            loss = tf.reduce_mean(self.data_term.call(targets, inputs))
+            distribution = PredictiveDistribution(self.likelihood, mixture, self.objective)
+            loss = -tf.reduce_mean(distribution.objective_value(targets))
             y_mean = y_var = None
         else:
             loss = tf.zeros([], inputs.dtype)

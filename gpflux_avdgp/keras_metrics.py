@@ -31,6 +31,7 @@ from .predictive import (
 )
 
 __all__ = [
+    "check_standard_metric",
     "MixtureAccuracy",
     "MixtureBrier",
     "MixtureCRPS",
@@ -38,6 +39,85 @@ __all__ = [
     "MixtureNLL",
     "MixtureRMSE",
 ]
+
+
+_CLASS_METRICS = {
+    "accuracy", "acc", "binaryaccuracy", "categoricalaccuracy", "sparsecategoricalaccuracy",
+    "topkcategoricalaccuracy", "sparsetopkcategoricalaccuracy", "crossentropy", "ce",
+    "binarycrossentropy", "categoricalcrossentropy", "sparsecategoricalcrossentropy", "auc",
+    "precision", "recall", "precisionatrecall", "recallatprecision", "sensitivityatspecificity",
+    "specificityatsensitivity", "truepositives", "truenegatives", "falsepositives",
+    "falsenegatives", "hinge", "squaredhinge", "categoricalhinge", "binaryiou", "iou", "meaniou",
+    "onehotiou", "onehotmeaniou", "f1score", "fbetascore",
+}  # fmt: skip
+#: Standard metrics that read one class index per row and ``K`` probabilities.
+_INDEX_METRICS = {
+    "accuracy", "acc", "sparsecategoricalaccuracy", "sparsetopkcategoricalaccuracy",
+    "crossentropy", "ce", "sparsecategoricalcrossentropy",
+}  # fmt: skip
+#: Standard metrics that read ``K`` class probabilities (one-hot labels or class indices).
+_K_CLASS_METRICS = {
+    "categoricalaccuracy", "topkcategoricalaccuracy", "categoricalcrossentropy",
+    "categoricalhinge", "sparsecategoricalaccuracy", "sparsetopkcategoricalaccuracy",
+    "sparsecategoricalcrossentropy", "onehotiou", "onehotmeaniou",
+}  # fmt: skip
+_OURS = {
+    "regression": "'mse', 'mae', RootMeanSquaredError() or gpflux_avdgp.MixtureNLL(), "
+    "MixtureRMSE(), MixtureCRPS()",
+    "binary": "'accuracy', AUC(), 'mse' (the Brier score) or gpflux_avdgp.MixtureAccuracy(), "
+    "MixtureBrier(), MixtureNLL()",
+    "categorical": "'accuracy', 'sparse_categorical_crossentropy' or "
+    "gpflux_avdgp.MixtureAccuracy(), MixtureBrier(), MixtureNLL()",
+}
+
+
+def _metric_key(metric) -> str:
+    """``"binaryaccuracy"`` for ``"binary_accuracy"``, ``BinaryAccuracy()`` or the function."""
+    if isinstance(metric, str):
+        name = metric
+    elif isinstance(metric, tf_keras.metrics.Metric):
+        name = type(metric).__name__
+        if name == "MeanMetricWrapper":
+            name = getattr(getattr(metric, "_fn", None), "__name__", metric.name)
+    else:
+        name = getattr(metric, "__name__", type(metric).__name__)
+    return name.replace("_", "").lower()
+
+
+def _metric_label(metric) -> str:
+    return repr(metric) if isinstance(metric, str) else f"{type(metric).__name__}()"
+
+
+def _task(likelihood: gpflow.likelihoods.Likelihood) -> str:
+    if is_categorical(likelihood):
+        return "categorical"
+    return "binary" if is_classifier(likelihood) else "regression"
+
+
+def check_standard_metric(metric, likelihood: gpflow.likelihoods.Likelihood) -> None:
+    """Refuse a standard Keras metric that cannot mean anything for ``likelihood``.
+
+    Regression models are scored on the predictive mean, so class metrics are refused;
+    Bernoulli models give ``p(y = 1)`` ``[B, 1]``, so metrics of one-hot or ``K``-class
+    probabilities are refused; categorical models give ``[B, K]`` probabilities for one class
+    index per row, so only index metrics (accuracy, sparse cross-entropy) are kept.
+
+    :raises ValueError: one line naming the metric and the ones to use.
+    """
+    key, task = _metric_key(metric), _task(likelihood)
+    kind = type(likelihood).__name__
+    if task == "regression" and key in _CLASS_METRICS:
+        reason = f"scores class labels, the model's likelihood is {kind} (regression)"
+    elif task == "binary" and key in _K_CLASS_METRICS:
+        reason = "reads K class probabilities, a Bernoulli model predicts p(y = 1) [batch, 1]"
+    elif task == "categorical" and key not in _INDEX_METRICS:
+        reason = (
+            f"compares y with the prediction column by column, a {kind} model predicts K class "
+            "probabilities for one class index per row"
+        )
+    else:
+        return
+    raise ValueError(f"metrics: {_metric_label(metric)} {reason}; use {_OURS[task]}")
 
 
 def _crps_a(mu: tf.Tensor, variance: tf.Tensor) -> tf.Tensor:

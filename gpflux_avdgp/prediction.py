@@ -239,16 +239,40 @@ def _batch_inputs(batch):
 
 
 def _predict_array(model: tf_keras.Model, function, inputs, batch_size: int) -> np.ndarray:
-    """The packed mixture ``[N, S, 2 Q + 1]`` of ``inputs`` ``[N, D]``, in padded batches."""
-    num_features, dtype = model_input_spec(model)
-    inputs = check_feature_matrix("inputs", inputs, num_features)
+    """The packed mixture ``[N, S, 2 Q + 1]`` of ``inputs`` ``[N, D]`` (or a list of arrays,
+    one per input of a multi-input model), in padded batches."""
     batch_size = check_positive_int("batch_size", batch_size)
-    # in the model's dtype, so float64 models see float64 inputs
-    inputs = tf.convert_to_tensor(inputs, dtype=dtype)
-    num_rows = int(inputs.shape[0])
-    padded = pad_rows(
-        inputs, padded_size(num_rows, batch_size, bool(getattr(model, "jit_compile", False)))
-    )
-    size = min(batch_size, int(padded.shape[0]))
-    batches = [function(padded[start : start + size]) for start in range(0, len(padded), size)]
+    arrays = _input_tensors(model, inputs)
+    num_rows = int(arrays[0].shape[0])
+    size = padded_size(num_rows, batch_size, bool(getattr(model, "jit_compile", False)))
+    padded = [pad_rows(array, size) for array in arrays]
+    step = min(batch_size, size)
+    batches = [
+        function(padded[0][start : start + step] if len(padded) == 1 else
+                 [array[start : start + step] for array in padded])
+        for start in range(0, size, step)
+    ]  # fmt: skip
     return np.concatenate([batch.numpy() for batch in batches])[:num_rows]
+
+
+def _input_tensors(model: tf_keras.Model, inputs) -> list[tf.Tensor]:
+    """``inputs`` checked and converted to the model's input dtypes (NumPy floats would reach
+    Keras as float32): one ``[N, D]`` tensor, or one per input of a multi-input model."""
+    specs = list(getattr(model, "inputs", None) or [])
+    if len(specs) > 1:
+        if not isinstance(inputs, (list, tuple)) or len(inputs) != len(specs):
+            raise ValueError(
+                f"inputs: the model has {len(specs)} inputs, expected a list of {len(specs)} "
+                f"arrays, got {type(inputs).__name__}"
+            )
+        tensors = [
+            tf.convert_to_tensor(check_feature_matrix(f"inputs[{i}]", array, spec.shape[-1]),
+                                 dtype=spec.dtype)
+            for i, (array, spec) in enumerate(zip(inputs, specs))
+        ]  # fmt: skip
+        rows = {int(tensor.shape[0]) for tensor in tensors}
+        if len(rows) > 1:
+            raise ValueError(f"inputs: expected the same rows in every array, got {sorted(rows)}")
+        return tensors
+    num_features, dtype = model_input_spec(model)
+    return [tf.convert_to_tensor(check_feature_matrix("inputs", inputs, num_features), dtype)]

@@ -41,7 +41,9 @@ class _Subclassed(tf_keras.Model):
 
 
 def _model(kind: str, likelihood: gpflow.likelihoods.Likelihood, **options) -> tf_keras.Model:
-    """The same layers (one AR2P GP layer and the likelihood layer) in a Keras model type."""
+    """The same layers (one AR2P GP layer and the likelihood layer) in a Keras model type;
+    the global seeds reset, so that training (its shuffling) is the same in every test order."""
+    tf_keras.utils.set_random_seed(0)
     built = ga.build_avdgp(2, [1], 4, NUM_DATA, likelihood, num_points=4, seed=0, **options)
     if kind == "avdgp":
         return built
@@ -191,3 +193,42 @@ def test_as_deep_gp_predicts_class_probabilities_of_a_multiclass_likelihood():
     expected = ga.predict_mixture(sequential, x).class_probabilities()
     np.testing.assert_allclose(outputs.y_mean.numpy(), expected, rtol=1e-9)
     np.testing.assert_allclose(outputs.y_mean.numpy().sum(axis=1), 1.0, rtol=1e-12)
+
+
+def test_model_from_json_rebuilds_an_avdgp_model():
+    x, _, _ = _data()
+    model = _model("avdgp", gpflow.likelihoods.Gaussian(variance=0.1))
+    rebuilt = tf_keras.models.model_from_json(model.to_json())
+    assert isinstance(rebuilt, ga.AVDGPModel)
+    rebuilt.set_weights(model.get_weights())
+    np.testing.assert_array_equal(rebuilt(x).numpy(), model(x).numpy())
+
+
+def test_predict_of_one_row_and_h5_weights_are_refused_in_one_line(tmp_path):
+    x, _, _ = _data()
+    model = _model("avdgp", gpflow.likelihoods.Gaussian(variance=0.1))
+    with pytest.raises(ValueError, match=r"^x: .*x\.reshape\(1, -1\)") as error:
+        model.predict(x.numpy()[0], verbose=0)
+    assert "\n" not in str(error.value)
+    with pytest.raises(ValueError, match=r"^filepath: HDF5 weights .* save_weights\('weights'\)"):
+        model.save_weights(str(tmp_path / "w.h5"))
+    model.save_weights(str(tmp_path / "weights"))  # a TensorFlow checkpoint
+    copy = _model("avdgp", gpflow.likelihoods.Gaussian(variance=0.3))
+    copy.load_weights(str(tmp_path / "weights"))
+    np.testing.assert_array_equal(copy(x).numpy(), model(x).numpy())
+
+
+def test_a_multi_input_functional_model_predicts_its_mixture_and_refuses_export(tmp_path):
+    x, y, _ = _data()
+    built = ga.build_avdgp(2, [1], 4, NUM_DATA, gpflow.likelihoods.Gaussian(0.1), seed=0)
+    first, second = tf_keras.Input((1,), dtype=tf.float64), tf_keras.Input((1,), dtype=tf.float64)
+    outputs = tf_keras.layers.Concatenate(dtype=tf.float64)([first, second])
+    for layer in built.layers:
+        outputs = layer(outputs)
+    model = tf_keras.Model([first, second], outputs)
+    parts = [x.numpy()[:, :1], x.numpy()[:, 1:]]
+    mixture = ga.predict_mixture(model, parts, batch_size=50)
+    expected = ga.predict_mixture(built, x.numpy(), batch_size=50)
+    np.testing.assert_allclose(mixture.f_means, expected.f_means, rtol=1e-12)
+    with pytest.raises(ValueError, match=r"^model: .* has 2 inputs, the export serves one"):
+        ga.export(model, tmp_path / "served")

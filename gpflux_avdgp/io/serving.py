@@ -306,6 +306,11 @@ def export(
     if not isinstance(model, tf_keras.Model):
         raise ValueError(f"model: expected a tf_keras.Model, got {type(model).__name__}")
     likelihood = model_likelihood(model, likelihood)
+    if len(getattr(model, "inputs", None) or []) > 1:
+        raise ValueError(
+            f"model: {model.name!r} has {len(model.inputs)} inputs, the export serves one "
+            "[N, D] input; concatenate the features into one input, or serve predict_mixture"
+        )
     input_dim, dtype = model_input_spec(model)
     if input_dim is None:
         raise ValueError(
