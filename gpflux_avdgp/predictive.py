@@ -71,9 +71,11 @@ def _targets(
     latent outputs; every other likelihood one target per output.
     """
     y = tf.cast(y_true, mixture.means.dtype)
+    width = 1 if is_categorical(likelihood) else mixture.dim
+    if y.shape.rank is None:  # a step traced for targets of two ranks (a refit with [B])
+        y = tf.reshape(y, [-1, width])
     if y.shape.rank == 1:
         y = y[:, None]
-    width = 1 if is_categorical(likelihood) else mixture.dim
     if y.shape.rank != 2 or (y.shape[-1] is not None and y.shape[-1] != width):
         what = (
             f"one class index per row for the model's {mixture.dim} classes"

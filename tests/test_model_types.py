@@ -232,3 +232,13 @@ def test_a_multi_input_functional_model_predicts_its_mixture_and_refuses_export(
     np.testing.assert_allclose(mixture.f_means, expected.f_means, rtol=1e-12)
     with pytest.raises(ValueError, match=r"^model: .* has 2 inputs, the export serves one"):
         ga.export(model, tmp_path / "served")
+
+
+def test_a_refit_with_targets_of_another_rank_trains():
+    """Keras traces the step again for ``[N]`` after ``[N, 1]`` with targets of unknown rank."""
+    x, y, _ = _data()
+    model = _model("avdgp", gpflow.likelihoods.Gaussian(variance=0.1))
+    model.compile(tf_keras.optimizers.Adam(0.05))
+    first = model.fit(x, y, batch_size=40, epochs=1, verbose=0).history["loss"]
+    second = model.fit(x, y[:, 0], batch_size=40, epochs=1, verbose=0).history["loss"]
+    assert np.isfinite(first + second).all()
