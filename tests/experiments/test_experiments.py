@@ -204,7 +204,7 @@ def test_k_class_models_have_k_outputs_and_a_multiclass_likelihood(model, rng):
     likelihood = built.likelihood
     assert isinstance(likelihood, gpflow.likelihoods.MultiClass) and likelihood.num_classes == 3
     assert isinstance(likelihood.invlink, gpflow.likelihoods.RobustMax)
-    assert spec.resolved_dims()[-1] == 3 and built.model.likelihood is likelihood
+    assert spec.resolved_dims()[-1] == 3 and built.model.layers[-1].likelihood is likelihood
     x, y = rng.normal(size=(7, 2)), rng.integers(0, 3, size=(7, 1)).astype(np.float64)
     prediction = predict_mixture(built.model, x)
     assert prediction.f_means.shape[0] == 7 and prediction.f_means.shape[2] == 3  # [N, S, K]

@@ -337,8 +337,10 @@ def test_float32_model_exports_a_float32_signature(tmp_path, rng):
     served = tf.saved_model.load(str(tmp_path / "single"))
     got = served.signatures["predict_y"](x=tf.constant(x))
     assert got["mean"].dtype == tf.float32
-    np.testing.assert_allclose(got["mean"].numpy(), expected[0], rtol=1e-6)
-    np.testing.assert_allclose(got["variance"].numpy(), expected[1], rtol=1e-6)
+    # two float32 graphs of the same maths (export's, predict_mixture's): measured 1.4e-6, about
+    # 12 float32 ulps; the float64 export tests hold the numbers to 1e-12
+    np.testing.assert_allclose(got["mean"].numpy(), expected[0], rtol=1e-5)
+    np.testing.assert_allclose(got["variance"].numpy(), expected[1], rtol=1e-5)
 
 
 @pytest.fixture(scope="module")
