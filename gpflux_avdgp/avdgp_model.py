@@ -133,13 +133,8 @@ class AVDGPModel(tf_keras.Sequential):
         """
         likelihood = self.likelihood
         self.check_layers()
-        objective = getattr(loss, "objective", None)
-        if isinstance(loss, AVDGPLoss) and objective not in (None, self.layers[-1].objective):
-            raise ValueError(
-                f"loss: objective {objective.value!r}, but the model trains "
-                f"{self.layers[-1].objective.value!r} (its rule's); leave the loss out, or build "
-                "the model with the rule you mean (build_avdgp(rule='ar2pp'): the predictive one)"
-            )
+        if isinstance(loss, AVDGPLoss):
+            loss.check_objective(self.layers[-1].objective)  # at compile, not the first step
         for group in (metrics, weighted_metrics):
             self._check_metrics(group, likelihood)
         super().compile(

@@ -110,17 +110,25 @@ class AVDGPLoss(tf_keras.losses.Loss):
             )
         if carried and isinstance(distribution.likelihood, gpflow.likelihoods.Bernoulli):
             _refuse_labels_keras_misreads(y_true)
-        if self.objective is not None:
-            legacy = self._objective_from_legacy_file
-            if carried and not legacy and self.objective is not objective:
-                raise ValueError(
-                    f"{self.name}: objective {self.objective.value!r}, but the model trains "
-                    f"{objective.value!r} (its TrainableLikelihood's, set by the rule); leave "
-                    "the objective out, or give it to the model: build_avdgp(rule='ar2pp') or "
-                    "TrainableLikelihood(likelihood, objective=...)"
-                )
-            objective = self.objective
-        return -distribution.objective_value(y_true, objective)
+        if carried:
+            self.check_objective(objective)
+        return -distribution.objective_value(y_true, self.objective or objective)
+
+    def check_objective(self, model_objective: Objective) -> None:
+        """Refuse an objective given to the loss that is not the model's (a loss of a file
+        written before models carried their objective keeps the file's).
+
+        :raises ValueError: one line naming both objectives and the fix.
+        """
+        mine = self.objective
+        if mine is None or mine is model_objective or self._objective_from_legacy_file:
+            return
+        raise ValueError(
+            f"{self.name}: objective {mine.value!r}, but the model trains "
+            f"{model_objective.value!r} (its TrainableLikelihood's, set by the rule); leave the "
+            "objective out, or give it to the model: build_avdgp(rule='ar2pp') or "
+            "TrainableLikelihood(likelihood, objective=...)"
+        )
 
     def get_config(self) -> dict:
         config = super().get_config()

@@ -246,11 +246,6 @@ class PredictiveDistribution:
         """``(mean, variance)`` of ``y``, ``[B, Q]`` each (law of total variance)."""
         return mixture_moments(self.mixture.weights, *self.component_moments())
 
-    def keras_view(self) -> tf.Tensor:
-        """What Keras metrics and ``predict`` read: the mean of ``y`` ``[B, Q]``, or the class
-        probabilities ``[B, K]`` (Bernoulli: ``[B, 1]``)."""
-        return self.mean()  # in a traced step, what no metric reads is pruned
-
     # ------------------------------------------------------------------ densities
     def log_prob(self, y: tf.Tensor) -> tf.Tensor:
         """``log p(y | x)`` per row ``[B]``, summed over outputs (class index per row for a

@@ -175,7 +175,7 @@ def test_an_ar2pp_model_trains_its_predictive_objective_and_saves_it(tmp_path):
     model.save(tmp_path / "model.keras")
     reloaded = ga.load_model(tmp_path / "model.keras")
     assert reloaded.layers[-1].objective.value == "predictive"
-    with pytest.raises(ValueError, match=r"^loss: objective 'elbo', but the model trains 'pred"):
+    with pytest.raises(ValueError, match=r"^avdgp_loss: objective 'elbo', but the model trains"):
         model.compile("adam", loss=ga.AVDGPLoss(objective="elbo"))
 
 

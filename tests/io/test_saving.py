@@ -298,6 +298,9 @@ def test_a_loss_from_its_config_scores_the_likelihood_and_objective_of_the_model
     assert from_file.likelihood is None and from_file.objective.value == "predictive"
     elbo_layer = TrainableLikelihood(layer.likelihood)  # earlier files' layers: no objective
     np.testing.assert_allclose(from_file(targets, elbo_layer(packed)).numpy(), expected, 1e-12)
+    earlier_model = gpflux_avdgp.build_avdgp(1, [1], 2, 10, gpflow.likelihoods.Gaussian(), seed=0)
+    earlier_model.compile("adam", loss=from_file)  # compile_from_config of such a file: kept
+    assert earlier_model.loss is from_file
 
 
 def test_a_metric_from_its_config_scores_the_models_likelihood():
