@@ -14,9 +14,11 @@ with the predictive mean and variance of ``f`` and ``y`` otherwise), computed on
     training_model.fit({"inputs": x, "targets": y}, epochs=20)
     outputs = deep_gp.as_prediction_model()(x)  # outputs.y_mean, outputs.y_var
 
+``gpflux.models.DeepGP(f_layers, MixtureLikelihoodLayer(likelihood))`` is the same model; with
+GPflux's own ``LikelihoodLayer`` the ``DeepGP`` refuses in one line naming :func:`as_deep_gp`.
 For a ``Sequential``, GPflux's :class:`gpflux.losses.LikelihoodLoss` reads a Gaussian, not a
-mixture: compile with :class:`~gpflux_avdgp.AVDGPLoss` (the same ELBO data term on the mixture,
-plus the predictive objective), or opt in with :func:`gpflux_avdgp.gpflux_patches.install`.
+mixture, and refuses ours: compile with :class:`~gpflux_avdgp.AVDGPLoss` (the same ELBO data
+term on the mixture, plus the predictive objective).
 """
 
 from __future__ import annotations

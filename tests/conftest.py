@@ -24,13 +24,3 @@ def _clean_keras_session():
     yield
 
 
-@pytest.fixture
-def gpflux_patched():
-    """:func:`gpflux_avdgp.gpflux_patches.install` for one test, undone after it."""
-    from gpflux_avdgp import gpflux_patches
-
-    gpflux_patches.install()
-    try:
-        yield
-    finally:
-        gpflux_patches.uninstall()

@@ -94,36 +94,82 @@ def test_first_layer_of_unknown_width_asks_for_input_dim():
         as_deep_gp([AmortizedGPLayer(1, 4, 10)], gpflow.likelihoods.Gaussian())
 
 
-def test_gpflux_deep_gp_with_its_own_likelihood_layer_names_as_deep_gp(rng, gpflux_patched):
+AS_DEEP_GP = (
+    "build the DeepGP with gpflux_avdgp.as_deep_gp(f_layers, likelihood), or end a Sequential "
+    "with gpflux_avdgp.TrainableLikelihood(likelihood) and compile with gpflux_avdgp.AVDGPLoss()"
+)
+
+
+def _message_line(error: Exception, start: str) -> str:
+    """The one line of ``error`` (Keras and autograph wrap it in context) that starts so."""
+    lines = [line.strip().removeprefix("ValueError: ") for line in str(error).splitlines()]
+    (line,) = [line for line in lines if line.startswith(start)]
+    return line
+
+
+@pytest.mark.parametrize("build", ["as_training_model", "as_prediction_model"])
+def test_gpflux_deep_gp_with_its_own_likelihood_layer_names_as_deep_gp(build):
+    """Without patching GPflux: its DeepGP of our layers and a GPflow likelihood (GPflux's
+    LikelihoodLayer) refuses while it builds its Keras model, naming as_deep_gp."""
+    layer = AmortizedGPLayer(1, 4, NUM_DATA, name="gp")
+    deep_gp = gpflux.models.DeepGP([layer], gpflow.likelihoods.Gaussian(), input_dim=2)
+    with pytest.raises(ValueError) as caught:
+        getattr(deep_gp, build)()
+    reader = deep_gp.likelihood_layer.name
+    assert _message_line(caught.value, f"{reader}:") == (
+        f"{reader}: GPflux's DeepGP gives the packed mixture of 'gp' to a LikelihoodLayer; "
+        + AS_DEEP_GP
+    )
+
+
+def test_gpflux_deep_gp_with_an_unwrapped_gp_layer_after_ours_names_the_wrapper(rng):
+    gp_layer = _gpflux_layer(rng)
     deep_gp = gpflux.models.DeepGP(
-        [AmortizedGPLayer(1, 4, NUM_DATA)], gpflow.likelihoods.Gaussian(), input_dim=2
+        [AmortizedGPLayer(2, 4, NUM_DATA, name="gp"), gp_layer],
+        gpflow.likelihoods.Gaussian(),
+        input_dim=2,
     )
     with pytest.raises(ValueError) as caught:
         deep_gp.as_training_model()
-    (line,) = str(caught.value).splitlines()
-    assert "a GPflux LikelihoodLayer cannot read the packed mixture (None, 1, 3)" in line
-    assert "gpflux_avdgp.as_deep_gp(f_layers, likelihood)" in line
+    assert _message_line(caught.value, f"{gp_layer.name}:") == (
+        f"{gp_layer.name}: GPflux's DeepGP gives the packed mixture of 'gp' to a GPLayer; "
+        "wrap it: gpflux_avdgp.SigmaPointGPLayer(gp_layer)"
+    )
 
 
-def test_gpflux_likelihood_loss_on_our_model_is_the_mixture_elbo_term(rng, gpflux_patched):
-    """With the opt-in patches, ``LikelihoodLoss`` reads the packed mixture as
-    ``AVDGPLoss(likelihood)`` does (its ``-E_q[log p(y | f)]``, summed over the mixture's
-    components with their weights)."""
+def test_gpflux_deep_gp_with_our_likelihood_layer_by_hand_trains(rng):
     x, y = _data(rng)
     likelihood = gpflow.likelihoods.Gaussian()
-    model = tf_keras.Sequential(
-        [
-            tf_keras.Input((2,), dtype=tf.float64),
-            AmortizedGPLayer(1, 4, NUM_DATA, num_points=3, seed=0),
-            TrainableLikelihood(likelihood),
-        ]
+    deep_gp = gpflux.models.DeepGP(
+        [AmortizedGPLayer(1, 4, NUM_DATA, seed=0)], MixtureLikelihoodLayer(likelihood), input_dim=2
     )
-    model.compile(loss=AVDGPLoss(likelihood))
-    expected = model.evaluate(x, y, batch_size=NUM_DATA, verbose=0)
-    model.compile(tf_keras.optimizers.Adam(0.05), loss=gpflux.losses.LikelihoodLoss(likelihood))
-    assert model.evaluate(x, y, batch_size=NUM_DATA, verbose=0) == pytest.approx(expected, 1e-12)
-    losses = model.fit(x, y, batch_size=10, epochs=5, verbose=0).history["loss"]
-    assert np.all(np.isfinite(losses)) and losses[-1] < losses[0]
+    training_model = deep_gp.as_training_model()
+    training_model.compile(tf_keras.optimizers.Adam(0.01))
+    history = training_model.fit({"inputs": x, "targets": y}, epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
+
+
+@pytest.mark.parametrize("end", ["likelihood", "gp_layer"])
+def test_gpflux_likelihood_loss_on_our_outputs_refuses_naming_the_fix(rng, end):
+    """Without patching GPflux, LikelihoodLoss would read the mean of y, or the packed mixture,
+    as samples of f and train silently on a wrong number; it refuses at the first step."""
+    x, y = _data(rng)
+    likelihood = gpflow.likelihoods.Gaussian()
+    layers = [tf_keras.Input((2,), dtype=tf.float64), AmortizedGPLayer(1, 4, NUM_DATA, name="gp")]
+    if end == "likelihood":
+        layers.append(TrainableLikelihood(likelihood, name="likelihood"))
+    model = tf_keras.Sequential(layers)
+    model.compile(tf_keras.optimizers.Adam(0.01), loss=gpflux.losses.LikelihoodLoss(likelihood))
+    with pytest.raises(ValueError) as caught:
+        model.fit(x, y, epochs=1, verbose=0)
+    expected = {
+        "likelihood": "likelihood: GPflux reads one Gaussian q(f) per row, but this layer outputs "
+        "the predictive distribution of y, not of f; compile with gpflux_avdgp.AVDGPLoss() (it "
+        "reads the likelihood from this layer)",
+        "gp_layer": "gp: GPflux reads one Gaussian q(f) per row, but this layer outputs a "
+        "Gaussian mixture [batch, components, 2 * D + 1]; " + AS_DEEP_GP,
+    }[end]
+    assert _message_line(caught.value, expected.split(":")[0] + ":") == expected
 
 
 def test_an_avdgp_model_refuses_gpflux_likelihood_loss_naming_ours():
@@ -138,8 +184,8 @@ def test_an_avdgp_model_refuses_gpflux_likelihood_loss_naming_ours():
 
 
 @pytest.mark.slow
-def test_gpflux_models_of_gpflux_layers_train_as_before(rng, gpflux_patched):
-    """The opt-in patches leave GPflux's own use alone: a DeepGP of GPLayers with its
+def test_gpflux_models_of_gpflux_layers_train_as_before(rng):
+    """With the package imported, GPflux's own use is GPflux's: a DeepGP of GPLayers with its
     LikelihoodLayer, and a Sequential of a GPLayer compiled with LikelihoodLoss."""
     x, y = _data(rng)
     first, second = _gpflux_layer(rng), _gpflux_layer(rng)

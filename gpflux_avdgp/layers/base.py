@@ -12,7 +12,6 @@ import abc
 from typing import Optional
 
 import gpflow
-import gpflux
 import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
@@ -21,14 +20,13 @@ from ..core.mixture import GaussianMixture, mixture_width_to_dim, to_mixture
 from ..propagation import Propagated, PropagationRule, propagate
 from ..validation import check_choice, check_optional_positive_int, check_positive_int
 from .module_state import GPflowModuleState
+from .readers import check_enclosing_deep_gp, check_mixture_readers, refuse_gpflux_reader
 
 __all__ = [
     "MixtureLayer",
     "DEFAULT_NUM_POINTS",
     "NON_FINITE_MESSAGE",
     "add_draw_counter",
-    "check_mixture_readers",
-    "mixture_reader_fix",
     "translate_legacy_points",
 ]
 
@@ -44,40 +42,6 @@ def _replica_position() -> tuple:
     if context is None or context.num_replicas_in_sync == 1:
         return (0, 1)
     return (context.replica_id_in_sync_group, context.num_replicas_in_sync)
-
-
-def mixture_reader_fix(reader: tf_keras.layers.Layer) -> str:
-    """What to do about ``reader``, a layer that cannot read the packed mixture it is given:
-    wrap a GPflux ``GPLayer``, replace GPflux's ``LikelihoodLayer``, else read the mixture's
-    mean or a sample first."""
-    if isinstance(reader, gpflux.layers.GPLayer):
-        return "wrap it: gpflux_avdgp.SigmaPointGPLayer(gp_layer)"
-    if isinstance(reader, gpflux.layers.LikelihoodLayer):
-        return (
-            "build the DeepGP with gpflux_avdgp.as_deep_gp(f_layers, likelihood), or end a "
-            "Sequential with gpflux_avdgp.TrainableLikelihood(likelihood)"
-        )
-    return "put gpflux_avdgp.MixtureMean() or MixtureSample() between them"
-
-
-def check_mixture_readers(layer: tf_keras.layers.Layer) -> None:
-    """Refuse a layer of the model that reads ``layer``'s packed mixture but does not know it.
-
-    The readers are found in Keras' record of the model's graph (``_outbound_nodes``, filled
-    by ``Sequential`` and Functional models before the layer is first called on data); a
-    reader knows the mixture if its class sets ``reads_mixture = True`` (the package's layers
-    do; a layer of your own that unpacks the mixture may too).
-
-    :raises ValueError: naming both layers and the fix (:func:`mixture_reader_fix`).
-    """
-    for node in getattr(layer, "_outbound_nodes", ()):
-        reader = node.layer
-        if not getattr(reader, "reads_mixture", False):
-            raise ValueError(
-                f"{reader.name}: a {type(reader).__name__} reads the packed mixture [batch, "
-                f"components, 2 * D + 1] of {layer.name!r} as features; "
-                + mixture_reader_fix(reader)
-            )
 
 
 def translate_legacy_points(config: dict) -> dict:
@@ -342,6 +306,7 @@ class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer, metaclass=abc.ABCMe
         """
         training = bool(training)
         check_mixture_readers(self)
+        check_enclosing_deep_gp(self)
         with tf.name_scope("propagate"):
             propagated = self._propagate(inputs, training)
         means, variances, loss_term = self._components(propagated, training)
@@ -349,7 +314,9 @@ class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer, metaclass=abc.ABCMe
         packed = GaussianMixture(means, variances, propagated.log_weights).pack()
         # Stops a step whose output (or, in the backward pass, whose gradient) is NaN or inf
         # before the optimizer applies it, naming this layer. XLA compiles this to a no-op.
-        return tf.debugging.check_numerics(packed, f"{self.name}: {NON_FINITE_MESSAGE}")
+        packed = tf.debugging.check_numerics(packed, f"{self.name}: {NON_FINITE_MESSAGE}")
+        refuse_gpflux_reader(packed, self, "a Gaussian mixture [batch, components, 2 * D + 1]")
+        return packed
 
     def compute_output_shape(self, input_shape: tf.TensorShape) -> tf.TensorShape:
         input_shape = tf.TensorShape(input_shape)

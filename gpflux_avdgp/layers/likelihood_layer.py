@@ -21,6 +21,7 @@ from ..predictive import ATTRIBUTE, PredictiveDistribution, is_categorical, is_c
 from ..rules import Objective
 from ..validation import check_choice
 from .module_state import GPflowModuleState
+from .readers import check_no_reader_after_likelihood, refuse_gpflux_reader
 
 __all__ = ["TrainableLikelihood"]
 
@@ -70,10 +71,16 @@ class TrainableLikelihood(GPflowModuleState, tf_keras.layers.Layer):
 
         :raises ValueError: if a layer follows this one (it would drop the distribution).
         """
-        _refuse_readers(self)
+        check_no_reader_after_likelihood(self)
         distribution = PredictiveDistribution.from_packed(self.likelihood, inputs, self.objective)
         outputs = distribution.mean()  # what Keras reads; pruned in a step where nothing does
         setattr(outputs, ATTRIBUTE, distribution)  # as tfp's layers attach a distribution
+        refuse_gpflux_reader(
+            outputs,
+            self,
+            "the predictive distribution of y, not of f",
+            "compile with gpflux_avdgp.AVDGPLoss() (it reads the likelihood from this layer)",
+        )
         return outputs
 
     def compute_output_shape(self, input_shape: tf.TensorShape) -> tf.TensorShape:
@@ -97,15 +104,3 @@ class TrainableLikelihood(GPflowModuleState, tf_keras.layers.Layer):
         config = dict(config)
         config["likelihood"] = likelihood_from_config(config["likelihood"])
         return cls(**config)
-
-
-def _refuse_readers(layer: tf_keras.layers.Layer) -> None:
-    """Refuse a layer that reads the likelihood layer's output (it would read the mean of ``y``
-    and drop the distribution the loss needs)."""
-    for node in getattr(layer, "_outbound_nodes", ()):
-        reader = node.layer
-        raise ValueError(
-            f"{reader.name}: a {type(reader).__name__} follows {layer.name!r}, whose output is "
-            "the predictive distribution of y (the loss reads it); end the model with the "
-            "TrainableLikelihood"
-        )

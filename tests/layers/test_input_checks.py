@@ -78,33 +78,20 @@ def test_an_unwrapped_gpflux_layer_added_after_a_gp_layer_is_refused_with_the_wr
     ]
 
 
-def test_a_plain_sequential_says_to_wrap_with_the_opt_in_patches(gpflux_patched):
+def test_a_plain_sequential_refuses_an_unwrapped_gpflux_layer_at_the_first_call():
+    """GPflux's GPLayer is added (the package changes no GPflux class) and refused at the first
+    call, by our layer reading Keras' record of its readers."""
     model = tf_keras.Sequential(
-        [tf_keras.Input((2,), dtype=tf.float64), AmortizedGPLayer(2, 2, 10)]
+        [tf_keras.Input((2,), dtype=tf.float64), AmortizedGPLayer(2, 2, 10, name="gp")]
     )
     gp_layer = _gp_layer(2, 1.0)
+    model.add(gp_layer)
     with pytest.raises(ValueError) as caught:
-        model.add(gp_layer)
-    assert str(caught.value).splitlines() == [
-        f"{gp_layer.name}: a GPflux GPLayer cannot read the packed mixture (None, 1, 5) of the "
-        "GP layer before it; wrap it: gpflux_avdgp.SigmaPointGPLayer(gp_layer)"
-    ]
-
-
-def test_without_the_patches_gpflux_classes_are_gpfluxs_own():
-    """Importing the package changes no GPflux class; ``uninstall`` restores them."""
-    from gpflux_avdgp import gpflux_patches
-
-    original_call = gpflux_patches._ORIGINAL_LOSS_CALL
-    for installed in (False, True, False):
-        if installed:
-            gpflux_patches.install()
-        else:
-            gpflux_patches.uninstall()
-        assert gpflux_patches.installed() is installed
-        assert ("build" in gpflux.layers.GPLayer.__dict__) is installed
-        assert ("build" in gpflux.layers.LikelihoodLayer.__dict__) is installed
-        assert (gpflux.losses.LikelihoodLoss.call is original_call) is not installed
+        model(tf.zeros([3, 2], tf.float64))
+    assert (
+        f"{gp_layer.name}: a GPLayer reads the packed mixture [batch, components, 2 * D + 1] "
+        "of 'gp' as features; wrap it: gpflux_avdgp.SigmaPointGPLayer(gp_layer)"
+    ) in [line.strip() for line in str(caught.value).splitlines()]
 
 
 def test_a_gpflux_layer_on_features_builds_as_before():
