@@ -13,7 +13,6 @@ it needs live beside the library, in the :mod:`avdgp` package, which the library
 """
 
 from ._version import __version__
-from .avdgp_model import AVDGPModel
 from .callbacks import ValidationNLL
 from .core.mixture import GaussianMixture
 from .keras_metrics import MixtureAccuracy, MixtureBrier, MixtureCRPS, MixtureNLL, MixtureRMSE
@@ -24,7 +23,7 @@ from .layers import (
     SigmaPointGPLayer,
     TrainableLikelihood,
 )
-from .models import build_avdgp
+from .models import AVDGPModel, build_avdgp
 from .objectives import AVDGPLoss
 from .prediction import PredictiveMixture, predict_mixture
 from .propagation import PropagationRule
@@ -66,7 +65,7 @@ def __getattr__(name: str):
 
         return load_model
     if name == "as_deep_gp":
-        from .deep_gp import as_deep_gp
+        from .models.deep_gp import as_deep_gp
 
         return as_deep_gp
     raise AttributeError(f"module 'gpflux_avdgp' has no attribute {name!r}")

@@ -89,6 +89,19 @@ def _describe(module: tf.Module, kind: str, where: str) -> dict:
                 f"{where}: {kind} {cls.__name__} cannot be saved: its argument {name!r} is "
                 f"{type(value).__name__}"
             )
+    if isinstance(module, gpflow.kernels.Kernel) and "active_dims" not in arguments:
+        # Stationary kernels take active_dims through **kwargs, which the loop skips
+        active_dims = _active_dims(module, where)
+        if active_dims["value"] is not None:
+            takes_keywords = any(
+                spec.kind is spec.VAR_KEYWORD
+                for spec in inspect.signature(cls.__init__).parameters.values()
+            )
+            if not takes_keywords:
+                raise NotImplementedError(
+                    f"{where}: kernel {cls.__name__} with active_dims cannot be saved"
+                )
+            arguments["active_dims"] = active_dims
     return {"class_name": cls.__name__, "arguments": arguments}
 
 
@@ -99,6 +112,12 @@ def _active_dims(kernel: gpflow.kernels.Kernel, where: str):
             return {"value": None}
         raise NotImplementedError(f"{where}: active_dims={active} cannot be saved; give a list")
     return {"value": [int(i) for i in np.asarray(active).reshape(-1)]}
+
+
+def _all_active_dims(module: tf.Module, where: str) -> list:
+    """The ``active_dims`` of every kernel in ``module`` (itself first), in a fixed order."""
+    kernels = [m for m in (module, *module.submodules) if isinstance(m, gpflow.kernels.Kernel)]
+    return [_active_dims(kernel, where) for kernel in kernels]
 
 
 def _build(config: dict, kind: str) -> tf.Module:
@@ -145,6 +164,11 @@ def module_to_config(module: tf.Module, kind: str, *, where: str) -> dict:
         raise NotImplementedError(
             f"{where}: {kind} {type(module).__name__} cannot be saved: its constructor does "
             "not rebuild all of its parameters"
+        )
+    if _all_active_dims(module, where) != _all_active_dims(rebuilt, where):
+        raise NotImplementedError(
+            f"{where}: {kind} {type(module).__name__} cannot be saved: its constructor does "
+            "not rebuild the input dimensions its kernels act on"
         )
     for (path, parameter), (_, placeholder) in zip(parameters, placeholders):
         label = f"{kind}{path}"

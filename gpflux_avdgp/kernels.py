@@ -10,7 +10,6 @@ import numpy as np
 __all__ = [
     "KERNELS",
     "check_kernel_width",
-    "kernel_spec",
     "make_kernel",
     "make_mean_function",
 ]
@@ -91,16 +90,6 @@ def _kernel_parts(kernel: gpflow.kernels.Kernel) -> list[gpflow.kernels.Kernel]:
     if children is None:
         return [kernel]
     return [part for child in children for part in _kernel_parts(child)]
-
-
-def kernel_spec(kernel: KernelArg) -> Optional[str]:
-    """The name that rebuilds ``kernel`` in :func:`make_kernel`, or ``None`` if there is none."""
-    if isinstance(kernel, str):
-        return kernel.lower()
-    for name, cls in KERNELS.items():
-        if type(kernel) is cls:
-            return name
-    return None
 
 
 def make_mean_function(

@@ -18,7 +18,7 @@ from gpflux_avdgp import (
     build_avdgp,
     predict_mixture,
 )
-from gpflux_avdgp.deep_gp import MixtureLikelihoodLayer
+from gpflux_avdgp.layers import MixtureLikelihoodLayer
 
 NUM_DATA = 120
 

@@ -37,10 +37,9 @@ import gpflux
 import numpy as np
 from gpflow.keras import tf_keras
 
-from gpflux_avdgp.avdgp_model import AVDGPModel
 from gpflux_avdgp.layers import SigmaPointGPLayer, TrainableLikelihood
 from gpflux_avdgp.layers.gpflux_config import use_mean_field
-from gpflux_avdgp.models import build_avdgp
+from gpflux_avdgp.models import AVDGPModel, build_avdgp
 from gpflux_avdgp.objectives import AVDGPLoss
 from gpflux_avdgp.presets import layer_options
 from gpflux_avdgp.rules import ModelRule

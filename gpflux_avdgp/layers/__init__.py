@@ -1,4 +1,5 @@
-"""Keras layers of gpflux_avdgp."""
+"""Keras layers of gpflux_avdgp. :class:`MixtureLikelihoodLayer` (GPflux's ``DeepGP``) loads
+on first use."""
 
 from ..inference import InferenceKind
 from .amortized_gp_layer import AmortizedGPLayer, KLConvention
@@ -13,9 +14,19 @@ __all__ = [
     "InferenceKind",
     "KLConvention",
     "MixtureLayer",
+    "MixtureLikelihoodLayer",
     "MixtureMean",
     "MixtureSample",
     "SigmaPointGPLayer",
     "TrainableLikelihood",
     "place_anchors",
 ]
+
+
+def __getattr__(name: str):
+    """``MixtureLikelihoodLayer``, imported on first use."""
+    if name == "MixtureLikelihoodLayer":
+        from .mixture_likelihood_layer import MixtureLikelihoodLayer
+
+        return MixtureLikelihoodLayer
+    raise AttributeError(f"module 'gpflux_avdgp.layers' has no attribute {name!r}")

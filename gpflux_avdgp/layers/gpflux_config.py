@@ -1,6 +1,11 @@
 """A GPflux ``GPLayer`` described by structure and rebuilt from that description: the config
 that :class:`~gpflux_avdgp.layers.gpflux_adapter.SigmaPointGPLayer` saves (kernel, inducing
-variable and mean function classes and shapes; the values travel with the weights)."""
+variable and mean function classes and shapes; the values travel with the weights).
+
+The kernel and the mean function are described by the package's one serialiser of GPflow
+objects, :func:`gpflux_avdgp.gpflow_config.module_to_config`; this module adds the inducing
+variables and the layer's own options. Files written before that (kernels by name, three mean
+functions by shape) still load (:func:`_legacy_kernel`, :func:`_legacy_mean_function`)."""
 
 from __future__ import annotations
 
@@ -18,18 +23,14 @@ from gpflow.inducing_variables import (
 from gpflow.kernels import SeparateIndependent, SharedIndependent
 from gpflow.utilities import parameter_dict
 
-from ..gpflow_config import gpflow_float
-from ..kernels import KERNELS, kernel_spec, make_kernel
+from ..gpflow_config import gpflow_float, module_from_config, module_to_config
+from ..kernels import make_kernel
 
 __all__ = ["gp_layer_from_config", "gp_layer_modules", "gp_layer_to_config", "use_mean_field"]
 
 
-# ------------------------------------------------------------------------- GPLayer structure
-_SHARED_KERNEL = "SharedIndependent"
-_SEPARATE_KERNEL = "SeparateIndependent"
 _SHARED_INDUCING = "SharedIndependentInducingVariables"
 _SEPARATE_INDUCING = "SeparateIndependentInducingVariables"
-_MEAN_FUNCTIONS = ("Zero", "Identity", "Linear")
 
 
 def use_mean_field(gp_layer: gpflux.layers.GPLayer) -> gpflux.layers.GPLayer:
@@ -68,42 +69,6 @@ def _gp_layer_parameters(gp_layer: gpflux.layers.GPLayer) -> list[tuple[str, gpf
     return parameters
 
 
-def _describe_kernel(kernel: gpflow.kernels.Kernel, where: str) -> dict:
-    """``{"name": ..., "ard": ...}`` of a named stationary kernel on all input dimensions."""
-    name = kernel_spec(kernel)
-    if name is None:
-        raise NotImplementedError(
-            f"{where}: kernel {type(kernel).__name__} cannot be saved by name; "
-            f"use one of {sorted(KERNELS)}"
-        )
-    active_dims = kernel.active_dims
-    if not isinstance(active_dims, slice) or active_dims != slice(None, None, None):
-        shown = active_dims if isinstance(active_dims, slice) else np.asarray(active_dims).tolist()
-        raise NotImplementedError(
-            f"{where}: a kernel with active_dims={shown} cannot be saved; "
-            "only kernels on all input dimensions can"
-        )
-    return {"name": name, "ard": bool(kernel.ard)}
-
-
-def _describe_multioutput_kernel(kernel: gpflow.kernels.Kernel, where: str) -> dict:
-    if type(kernel) is SharedIndependent:
-        return {
-            "class_name": _SHARED_KERNEL,
-            "kernels": [_describe_kernel(kernel.kernel, where)],
-            "output_dim": int(kernel.output_dim),
-        }
-    if type(kernel) is SeparateIndependent:
-        return {
-            "class_name": _SEPARATE_KERNEL,
-            "kernels": [_describe_kernel(k, where) for k in kernel.kernels],
-        }
-    raise NotImplementedError(
-        f"{where}: multi-output kernel {type(kernel).__name__} cannot be saved; "
-        f"use {_SHARED_KERNEL} or {_SEPARATE_KERNEL} of {sorted(KERNELS)}"
-    )
-
-
 def _inducing_points(
     inducing_variable: gpflow.inducing_variables.InducingVariables, where: str
 ) -> list[InducingPoints]:
@@ -126,30 +91,14 @@ def _inducing_points(
     return points
 
 
-def _describe_mean_function(mean_function: gpflow.mean_functions.MeanFunction, where: str) -> dict:
-    name = type(mean_function).__name__
-    if type(mean_function) is gpflow.mean_functions.Zero:
-        return {"class_name": "Zero", "output_dim": int(mean_function.output_dim)}
-    if type(mean_function) is gpflow.mean_functions.Identity:
-        return {"class_name": "Identity", "input_dim": mean_function.input_dim}
-    if type(mean_function) is gpflow.mean_functions.Linear:
-        return {
-            "class_name": "Linear",
-            "A_shape": [int(d) for d in mean_function.A.shape],
-            "b_shape": [int(d) for d in mean_function.b.shape],
-        }
-    raise NotImplementedError(
-        f"{where}: mean function {name} cannot be saved; use one of {list(_MEAN_FUNCTIONS)}"
-    )
-
-
 def gp_layer_to_config(gp_layer: gpflux.layers.GPLayer, *, owner: Optional[str] = None) -> dict:
     """A JSON-able description of a GPflux ``GPLayer``'s structure (not its values).
 
-    Supported: a ``SharedIndependent`` or ``SeparateIndependent`` kernel of the named
-    stationary kernels in :data:`gpflux_avdgp.kernels.KERNELS` (isotropic or ARD), a
+    Supported: a kernel and a mean function of GPflow's classes that
+    :func:`~gpflux_avdgp.gpflow_config.module_to_config` saves (e.g. a ``SharedIndependent``
+    or ``SeparateIndependent`` of any GPflow kernels), a
     ``SharedIndependentInducingVariables`` or ``SeparateIndependentInducingVariables`` of
-    ``InducingPoints``, and a ``Zero``, ``Identity`` or ``Linear`` mean function; a full-rank
+    ``InducingPoints``; a full-rank
     or mean-field (:func:`use_mean_field`) ``q(u)``; parameters
     without priors and with GPflow's default transforms. Which parameters are not trainable
     is recorded. :func:`gp_layer_from_config` rebuilds the layer with placeholder values.
@@ -174,12 +123,12 @@ def gp_layer_to_config(gp_layer: gpflux.layers.GPLayer, *, owner: Optional[str] 
         "num_latent_gps": int(gp_layer.num_latent_gps),
         "input_dim": input_dim,
         "num_inducing": num_inducing,
-        "kernel": _describe_multioutput_kernel(gp_layer.kernel, where),
+        "kernel": module_to_config(gp_layer.kernel, "kernel", where=where),
         "inducing_variable": {
             "class_name": type(gp_layer.inducing_variable).__name__,
             "count": len(points),
         },
-        "mean_function": _describe_mean_function(gp_layer.mean_function, where),
+        "mean_function": module_to_config(gp_layer.mean_function, "mean_function", where=where),
         "whiten": bool(gp_layer.whiten),
         "mean_field": gp_layer.q_sqrt.shape.rank == 2,
         "full_cov": bool(gp_layer.full_cov),
@@ -239,8 +188,31 @@ def _check_rebuilds(gp_layer: gpflux.layers.GPLayer, config: dict, where: str) -
             )
 
 
-def _placeholder_kernel(spec: dict, input_dim: int) -> gpflow.kernels.Kernel:
-    return make_kernel(spec["name"], input_dim, ard=spec["ard"])
+def _legacy_kernel(config: dict, input_dim: int) -> gpflow.kernels.Kernel:
+    """The multi-output kernel of a file written before the one serialiser: named stationary
+    kernels (``{"name", "ard"}``) in a ``SharedIndependent`` or ``SeparateIndependent``."""
+    kernels = [make_kernel(k["name"], input_dim, ard=k["ard"]) for k in config["kernels"]]
+    if config["class_name"] == "SharedIndependent":
+        return SharedIndependent(kernels[0], output_dim=config["output_dim"])
+    if config["class_name"] == "SeparateIndependent":
+        return SeparateIndependent(kernels)
+    raise ValueError(f"gp_layer: unknown kernel class_name {config['class_name']!r}")
+
+
+def _legacy_mean_function(config: dict) -> gpflow.mean_functions.MeanFunction:
+    """The mean function of a file written before the one serialiser: ``Zero``, ``Identity``
+    or ``Linear`` by shape."""
+    if config["class_name"] == "Zero":
+        return gpflow.mean_functions.Zero(output_dim=config["output_dim"])
+    if config["class_name"] == "Identity":
+        return gpflow.mean_functions.Identity(input_dim=config["input_dim"])
+    if config["class_name"] == "Linear":
+        a_shape = config["A_shape"]
+        return gpflow.mean_functions.Linear(
+            A=np.eye(*a_shape) if len(a_shape) == 2 else np.ones(a_shape),
+            b=np.zeros(config["b_shape"]),
+        )
+    raise ValueError(f"gp_layer: unknown mean_function class_name {config['class_name']!r}")
 
 
 def gp_layer_from_config(config: dict) -> gpflux.layers.GPLayer:
@@ -258,14 +230,15 @@ def gp_layer_from_config(config: dict) -> gpflux.layers.GPLayer:
 
 def _build_gp_layer(config: dict) -> gpflux.layers.GPLayer:
     input_dim, num_inducing = config["input_dim"], config["num_inducing"]
-    kernel_config = config["kernel"]
-    kernels = [_placeholder_kernel(spec, input_dim) for spec in kernel_config["kernels"]]
-    if kernel_config["class_name"] == _SHARED_KERNEL:
-        kernel = SharedIndependent(kernels[0], output_dim=kernel_config["output_dim"])
-    elif kernel_config["class_name"] == _SEPARATE_KERNEL:
-        kernel = SeparateIndependent(kernels)
+    kernel_config, mean_config = config["kernel"], config["mean_function"]
+    if "arguments" in kernel_config:
+        kernel = module_from_config(kernel_config, "kernel")
     else:
-        raise ValueError(f"gp_layer: unknown kernel class_name {kernel_config['class_name']!r}")
+        kernel = _legacy_kernel(kernel_config, input_dim)
+    if "arguments" in mean_config:
+        mean_function = module_from_config(mean_config, "mean_function")
+    else:
+        mean_function = _legacy_mean_function(mean_config)
 
     rng = np.random.default_rng(0)  # well-spread inducing points until the weights load
 
@@ -282,22 +255,6 @@ def _build_gp_layer(config: dict) -> gpflux.layers.GPLayer:
     else:
         raise ValueError(
             f"gp_layer: unknown inducing_variable class_name {inducing_config['class_name']!r}"
-        )
-
-    mean_config = config["mean_function"]
-    if mean_config["class_name"] == "Zero":
-        mean_function = gpflow.mean_functions.Zero(output_dim=mean_config["output_dim"])
-    elif mean_config["class_name"] == "Identity":
-        mean_function = gpflow.mean_functions.Identity(input_dim=mean_config["input_dim"])
-    elif mean_config["class_name"] == "Linear":
-        a_shape = mean_config["A_shape"]
-        mean_function = gpflow.mean_functions.Linear(
-            A=np.eye(*a_shape) if len(a_shape) == 2 else np.ones(a_shape),
-            b=np.zeros(mean_config["b_shape"]),
-        )
-    else:
-        raise ValueError(
-            f"gp_layer: unknown mean_function class_name {mean_config['class_name']!r}"
         )
 
     gp_layer = gpflux.layers.GPLayer(

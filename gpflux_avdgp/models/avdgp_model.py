@@ -31,13 +31,13 @@ import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from .keras_metrics import MixtureMetric, check_standard_metric
-from .layers import MixtureLayer, TrainableLikelihood
-from .layers.anchor_placement import place_anchors
-from .layers.readers import mixture_reader_fix
-from .objectives import AVDGPLoss
-from .predictive import binary_labels, is_categorical, is_classifier, predictive_distribution
-from .validation import check_feature_matrix, check_finite_data
+from ..keras_metrics import MixtureMetric, check_standard_metric
+from ..layers import MixtureLayer, TrainableLikelihood
+from ..layers.anchor_placement import place_anchors
+from ..layers.readers import mixture_reader_fix
+from ..objectives import AVDGPLoss
+from ..predictive import binary_labels, is_categorical, is_classifier, predictive_distribution
+from ..validation import check_feature_matrix, check_finite_data
 
 __all__ = ["AVDGPModel"]
 

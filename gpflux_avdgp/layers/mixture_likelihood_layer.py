@@ -1,29 +1,18 @@
-"""GPflux's own model class with amortized layers: ``gpflux.models.DeepGP`` needs a likelihood
-layer that reads a packed mixture.
+"""GPflux's ``LikelihoodLayer`` for a packed mixture: the likelihood layer of a
+``gpflux.models.DeepGP`` whose last GP layer is ours (:func:`gpflux_avdgp.as_deep_gp` builds
+one).
 
 GPflux's :class:`gpflux.layers.LikelihoodLayer` reads one Gaussian ``q(f)`` per row (a
 ``MultivariateNormalDiag``); a deep GP of ours ends in a Gaussian *mixture* per row, which no
-single Gaussian describes. :class:`MixtureLikelihoodLayer` is the drop-in replacement: the same
-role (adds the data term as a layer loss while training; returns :class:`LikelihoodOutputs`
-with the predictive mean and variance of ``f`` and ``y`` otherwise), computed on the mixture.
-:func:`as_deep_gp` builds the ``DeepGP``::
-
-    deep_gp = gpflux_avdgp.as_deep_gp([layer_1, layer_2], gpflow.likelihoods.Gaussian())
-    training_model = deep_gp.as_training_model()
-    training_model.compile(tf_keras.optimizers.Adam(0.01))
-    training_model.fit({"inputs": x, "targets": y}, epochs=20)
-    outputs = deep_gp.as_prediction_model()(x)  # outputs.y_mean, outputs.y_var
-
-``gpflux.models.DeepGP(f_layers, MixtureLikelihoodLayer(likelihood))`` is the same model; with
-GPflux's own ``LikelihoodLayer`` the ``DeepGP`` refuses in one line naming :func:`as_deep_gp`.
-For a ``Sequential``, GPflux's :class:`gpflux.losses.LikelihoodLoss` reads a Gaussian, not a
-mixture, and refuses ours: compile with :class:`~gpflux_avdgp.AVDGPLoss` (the same ELBO data
-term on the mixture, plus the predictive objective).
+single Gaussian describes. :class:`MixtureLikelihoodLayer` has the same role (adds the data
+term as a layer loss while training; returns :class:`LikelihoodOutputs` with the predictive
+mean and variance of ``f`` and ``y`` otherwise), computed on the mixture by the predictive
+module.
 """
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Optional
 
 import gpflow
 import gpflux
@@ -31,14 +20,14 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 from gpflux.layers.likelihood_layer import LikelihoodOutputs
 
-from .core.mixture import GaussianMixture, mixture_moments
-from .gpflow_config import likelihood_from_config, likelihood_to_config
-from .layers.module_state import GPflowModuleState
-from .predictive import PredictiveDistribution
-from .rules import Objective
-from .validation import check_choice
+from ..core.mixture import GaussianMixture, mixture_moments
+from ..gpflow_config import likelihood_from_config, likelihood_to_config
+from ..predictive import PredictiveDistribution
+from ..rules import Objective
+from ..validation import check_choice
+from .module_state import GPflowModuleState
 
-__all__ = ["MixtureLikelihoodLayer", "as_deep_gp"]
+__all__ = ["MixtureLikelihoodLayer"]
 
 
 @tf_keras.utils.register_keras_serializable(package="gpflux_avdgp")
@@ -94,11 +83,6 @@ class MixtureLikelihoodLayer(GPflowModuleState, gpflux.layers.LikelihoodLayer):
         config["likelihood"] = likelihood_from_config(config["likelihood"])
         return cls(**config)
 
-    def build(self, input_shape: tf.TensorShape) -> None:
-        """Keras' default build (:mod:`gpflux_avdgp.gpflux_patches` may give GPflux's
-        ``LikelihoodLayer`` one that refuses packed mixtures; this layer reads them)."""
-        tf_keras.layers.Layer.build(self, input_shape)
-
     def call(
         self, inputs: tf.Tensor, targets: Optional[tf.Tensor] = None, training: bool = None
     ) -> LikelihoodOutputs:
@@ -117,42 +101,3 @@ class MixtureLikelihoodLayer(GPflowModuleState, gpflux.layers.LikelihoodLayer):
             y_mean, y_var = PredictiveDistribution(self.likelihood, mixture).moments()
         self.add_loss(loss)
         return LikelihoodOutputs(f_mean, f_var, y_mean, y_var)
-
-
-def as_deep_gp(
-    f_layers: Sequence[tf_keras.layers.Layer],
-    likelihood: gpflow.likelihoods.Likelihood,
-    *,
-    objective: str | Objective = Objective.ELBO,
-    input_dim: Optional[int] = None,
-    target_dim: Optional[int] = None,
-    num_data: Optional[int] = None,
-) -> gpflux.models.DeepGP:
-    """A ``gpflux.models.DeepGP`` of ``f_layers`` (ours, GPflux ``GPLayer`` s in front of them
-    or wrapped in :class:`~gpflux_avdgp.SigmaPointGPLayer`) ending in a
-    :class:`MixtureLikelihoodLayer`.
-
-    :param input_dim: the input width; default: the first layer's ``input_dim`` if it has one
-        (our layers have it once built), else required.
-    :param target_dim: the target width; default: the last layer's ``units``.
-    :param num_data: default: the layers' ``num_data`` (GPflux checks that they agree).
-    """
-    f_layers = list(f_layers)
-    if not f_layers:
-        raise ValueError("f_layers: expected at least one layer, got none")
-    if input_dim is None:
-        input_dim = getattr(f_layers[0], "input_dim", None)
-    if input_dim is None:
-        raise ValueError(
-            "input_dim: the first layer has no known input width; give as_deep_gp(..., "
-            "input_dim=D)"
-        )
-    if target_dim is None:
-        target_dim = getattr(f_layers[-1], "units", None)
-    return gpflux.models.DeepGP(
-        f_layers,
-        MixtureLikelihoodLayer(likelihood, objective=objective),
-        input_dim=int(input_dim),
-        target_dim=target_dim,
-        num_data=num_data,
-    )
