@@ -22,5 +22,3 @@ def _clean_keras_session():
     tf_keras.backend.clear_session()
     tf.random.set_seed(1234)
     yield
-
-
