@@ -29,7 +29,7 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.11,<3.12",
     packages=find_packages(include=["gpflux_avdgp", "gpflux_avdgp.*", "avdgp", "avdgp.*"]),
-    package_data={"avdgp.experiments": ["paper_numbers/*.csv"]},  # the paper's Tables 1-5
+    package_data={"avdgp.experiments.paper": ["numbers/*.csv"]},  # the paper's Tables 1-5
     install_requires=[
         "tensorflow>=2.21,<2.22",
         "tf-keras>=2.21,<2.22",

@@ -23,7 +23,7 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 
 from avdgp.data import Standardizer, load_dataset, split_dataset
-from avdgp.experiments.runner import standardise_split
+from avdgp.experiments.running.runner import standardise_split
 from avdgp.experiments.zoo import ModelSpec, build_model
 from avdgp.training import TrainConfig, float_type
 

@@ -33,8 +33,8 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 
 from avdgp.data import Standardizer, load_dataset, split_dataset
-from avdgp.experiments.runner import score_prediction, standardise_split
-from avdgp.experiments.toy import toy_splits
+from avdgp.experiments.demo.toy import toy_splits
+from avdgp.experiments.running.runner import score_prediction, standardise_split
 from avdgp.experiments.zoo import ModelSpec, Task, build_model
 from avdgp.training import TrainConfig, fit_model, float_type
 from gpflux_avdgp.prediction import predict_mixture

@@ -1,10 +1,10 @@
 """Extract the AVDGP paper's Tables 1-5 from its LaTeX source into the CSV files that
-``avdgp paper`` prints beside our results (``avdgp/experiments/paper_numbers/``).
+``avdgp paper`` prints beside our results (``avdgp/experiments/paper/numbers/``).
 
 The numbers are read, not retyped::
 
     python benchmarks/paper_numbers_from_tex.py ../shared/paper/amortized-vi-for-deep-gps.tex \
-        avdgp/experiments/paper_numbers
+        avdgp/experiments/paper/numbers
 
 Each file has one row per number with its standard deviation over the paper's 5 runs.
 """
@@ -16,7 +16,7 @@ import csv
 import re
 from pathlib import Path
 
-from avdgp.experiments.paper import TABLE_MODELS
+from avdgp.experiments.paper.request import TABLE_MODELS
 
 NUMBER = r"(-?\d+(?:\.\d+)?)"
 CELL = re.compile(r"(?:\\tbf\{)?" + NUMBER + r"\}?\s*(?:\\tpm\s*|\\,\()" + NUMBER + r"\)?")

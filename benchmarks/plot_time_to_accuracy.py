@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from avdgp.experiments.bench_results import CURVES_FILE, read_curves
-from avdgp.experiments.bench_tables import plot_time_curves
+from avdgp.experiments.bench.results import CURVES_FILE, read_curves
+from avdgp.experiments.bench.tables import plot_time_curves
 
 
 def main(argv=None) -> int:

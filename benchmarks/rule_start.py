@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from avdgp.experiments.bench import BenchSettings, run_bench
-from avdgp.experiments.paper import DERIVED, SMALL_DATASETS
+from avdgp.experiments.bench.run import BenchSettings, run_bench
+from avdgp.experiments.paper.request import DERIVED, SMALL_DATASETS
 
 
 def _scores(path: Path, models: list[str]) -> dict:

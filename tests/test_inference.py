@@ -7,7 +7,7 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 from helpers import REFERENCE_TOLERANCE
 
-from gpflux_avdgp.inference import AffineInference, MLPInference
+from gpflux_avdgp.layers.inference import AffineInference, MLPInference
 
 RTOL, ATOL = REFERENCE_TOLERANCE
 N, D, M, Q = 4, 3, 3, 2
@@ -153,7 +153,7 @@ def test_scales_stay_positive_for_extreme_raw_outputs(full_rank, dtype):
     bounded below, so the KL stays finite and its gradient is not NaN (protein, seed 0, epoch
     19 diverged this way before the bound)."""
     from gpflux_avdgp.core.conditionals import amortized_kl
-    from gpflux_avdgp.inference import MIN_SCALE, raw_to_q_sqrt, scale_output_size
+    from gpflux_avdgp.layers.inference import MIN_SCALE, raw_to_q_sqrt, scale_output_size
 
     m, q = 3, 2
     raw = np.zeros((2, scale_output_size(m, q, full_rank)))

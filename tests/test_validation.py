@@ -21,7 +21,7 @@ from gpflux_avdgp import (
     TrainableLikelihood,
     build_avdgp,
 )
-from gpflux_avdgp.inference import AffineInference, MLPInference
+from gpflux_avdgp.layers.inference import AffineInference, MLPInference
 
 
 @pytest.fixture
@@ -105,7 +105,7 @@ def test_valid_choices_are_case_insensitive_and_accept_enums():
     )
     assert layer.rule is PropagationRule.AR1
     assert layer.kl_convention is gpflux_avdgp.layers.KLConvention.PER_POINT
-    assert layer.inference_kind is gpflux_avdgp.inference.InferenceKind.MLP
+    assert layer.inference_kind is gpflux_avdgp.layers.inference.InferenceKind.MLP
     assert AmortizedGPLayer(1, np.int64(3), np.int32(10)).num_inducing == 3
 
 

@@ -11,7 +11,7 @@ __all__ = ["bench_command"]
 
 
 def bench_command(args) -> int:
-    from ..experiments.bench import BenchSettings, run_bench
+    from avdgp.experiments.bench.run import BenchSettings, run_bench
 
     models = checked_model_names(args.models)
     datasets = [name.strip() for name in args.datasets.split(",") if name.strip()]

@@ -33,7 +33,7 @@ def checked_model_names(text: str) -> list[str]:
 
     :raises ValueError: naming an unknown model or design.
     """
-    from ..experiments.zoo import parse_model_name
+    from avdgp.experiments.zoo import parse_model_name
 
     models = [name.strip() for name in text.split(",") if name.strip()]
     for name in models:

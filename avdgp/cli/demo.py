@@ -8,7 +8,7 @@ __all__ = ["demo_command"]
 
 
 def demo_command(args) -> int:
-    from ..experiments.demo import demo_settings, run_demo
+    from avdgp.experiments.demo.run import demo_settings, run_demo
 
     settings = demo_settings(
         args.full,

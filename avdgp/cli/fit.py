@@ -25,8 +25,9 @@ ENV_CPU_DEVICES = "AVDGP_CPU_DEVICES"
 def fit_command(args) -> int:
     if _streams(args):
         return _fit_streaming(args)
+    from avdgp.experiments.running.runner import run, standardise_split
+
     from ..data import Standardizer, load_dataset, split_dataset
-    from ..experiments.runner import run, standardise_split
     from ..training.distribute import is_chief, worker_name
 
     check_output_paths(args.json, args.save)
@@ -78,7 +79,7 @@ def _size(count: float) -> str:
 
 def check_step_memory(spec, input_dim: int, batch_size: int) -> None:
     """Refuse, before any graph is built, sizes whose training step cannot fit in memory."""
-    from ..experiments.memory import available_bytes, step_bytes
+    from avdgp.experiments.running.memory import available_bytes, step_bytes
 
     needed, available = step_bytes(spec, input_dim, batch_size), available_bytes()
     if available is not None and needed > available:
@@ -93,7 +94,7 @@ def check_step_memory(spec, input_dim: int, batch_size: int) -> None:
 def model_spec(args, num_classes: int = 2):
     """The :class:`~avdgp.experiments.zoo.ModelSpec` of ``avdgp fit`` (``num_classes``:
     the classes found in the data, for classification)."""
-    from ..experiments.zoo import ModelSpec
+    from avdgp.experiments.zoo import ModelSpec
 
     return ModelSpec(
         model=args.model,
@@ -186,8 +187,9 @@ def _fit_streaming(args) -> int:
     """``fit`` on CSV shards streamed from disk: the training shards are scanned once (rows,
     standardiser) and streamed every epoch; the test shards (``--test-data``, else the last
     ``ceil(--test-fraction x shards)`` of DATA's) are streamed and scored chunk by chunk."""
+    from avdgp.experiments.running.streaming import run_streaming
+
     from ..data import DataError, scan_csv_shards
-    from ..experiments.streaming_runner import run_streaming
 
     check_output_paths(args.json, args.save)
     if args.split is not None:

@@ -12,7 +12,8 @@ __all__ = ["paper_command"]
 
 
 def paper_command(args) -> int:
-    from ..experiments.paper import PaperRequest, run_paper
+    from avdgp.experiments.paper.request import PaperRequest
+    from avdgp.experiments.paper.run import run_paper
 
     datasets = None
     if args.datasets is not None:

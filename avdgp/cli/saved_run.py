@@ -42,9 +42,8 @@ class SavedRun:
 
 def _load_keras_model(path: Path, command: str):
     """``path`` (a ``.keras`` file) as a model; a file that does not load is a CommandLineError."""
+    from avdgp.experiments.zoo.solve_gp import SAVED_OBJECTS
     from gpflux_avdgp.io.saving import ModelFileError, load_model
-
-    from ..experiments.solve_gp import SAVED_OBJECTS
 
     try:
         return load_model(str(path), custom_objects=SAVED_OBJECTS)

@@ -11,9 +11,9 @@ __all__ = ["uncertainty_command"]
 
 
 def uncertainty_command(args) -> int:
-    from ..experiments.uncertainty import UncertaintySettings, run_uncertainty
-    from ..experiments.uncertainty_report import summarise_uncertainty
-    from ..experiments.zoo import model_label
+    from avdgp.experiments.uncertainty.report import summarise_uncertainty
+    from avdgp.experiments.uncertainty.run import UncertaintySettings, run_uncertainty
+    from avdgp.experiments.zoo import model_label
 
     models = checked_model_names(args.models)
     problems = [name.strip() for name in args.problems.split(",") if name.strip()]

@@ -1,11 +1,11 @@
 """Keras layers of gpflux_avdgp. :class:`MixtureLikelihoodLayer` (GPflux's ``DeepGP``) loads
 on first use."""
 
-from ..inference import InferenceKind
 from .amortized_gp_layer import AmortizedGPLayer, KLConvention
 from .anchor_placement import place_anchors
 from .base import MixtureLayer
 from .gpflux_adapter import SigmaPointGPLayer
+from .inference import InferenceKind
 from .likelihood_layer import TrainableLikelihood
 from .mixture_readout import MixtureMean, MixtureSample
 

@@ -15,7 +15,6 @@ from ..core.cholesky import jittered_cholesky
 from ..core.conditionals import amortized_conditional, amortized_kl
 from ..core.covariances import pointwise_covariances
 from ..gpflow_config import gpflow_float, module_from_config, module_to_config
-from ..inference import AffineInference, InducingInit, InferenceKind, MLPInference
 from ..kernels import (
     KernelArg,
     MeanFunctionArg,
@@ -31,6 +30,7 @@ from ..validation import (
     check_positive_int,
 )
 from .base import MixtureLayer, translate_legacy_points
+from .inference import AffineInference, InducingInit, InferenceKind, MLPInference
 
 __all__ = ["AmortizedGPLayer", "KLConvention"]
 
@@ -83,8 +83,8 @@ class AmortizedGPLayer(MixtureLayer):
 
     Attributes (after ``build``): ``kernel`` (GPflow kernel, shared by the ``Q`` outputs),
     ``mean_function`` (GPflow mean function or ``None``), ``inference``
-    (:class:`~gpflux_avdgp.inference.AffineInference` or
-    :class:`~gpflux_avdgp.inference.MLPInference`), ``sigma_points`` ``[S, D]`` (AR2P on a
+    (:class:`~gpflux_avdgp.layers.inference.AffineInference` or
+    :class:`~gpflux_avdgp.layers.inference.MLPInference`), ``sigma_points`` ``[S, D]`` (AR2P on a
     mixture input) and ``weight_logits`` ``[S]`` (in the layer that creates the sigma points'
     mixture; later layers reuse those weights).
 
@@ -100,7 +100,8 @@ class AmortizedGPLayer(MixtureLayer):
     :param inference: ``"affine"`` (default, the paper) or ``"mlp"`` (IDSGP).
     :param inducing_init: where the affine inducing points start: ``"global"`` (default,
         ``W_m = 0``: shared points ``b_m``) or ``"input"`` (the paper, ``W_m = I``: noisy copies
-        of the input), see :class:`~gpflux_avdgp.inference.InducingInit`. Affine inference only.
+        of the input), see :class:`~gpflux_avdgp.layers.inference.InducingInit`. Affine
+        inference only.
     :param full_rank: full-rank Cholesky ``q(u)`` instead of mean-field.
     :param whiten: whitened parameterisation ``u = m(Z) + L v``; default ``False`` (paper).
     :param hidden_layers: hidden layers of the inference MLPs (paper: 2).

@@ -28,7 +28,7 @@ import pytest
 from helpers import UCI_ROOT, assert_one_line_cli_error
 
 from avdgp.cli import main
-from avdgp.experiments import bench
+from avdgp.experiments.bench import run as bench
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -228,7 +228,7 @@ def test_a_lost_worker_is_reported_in_one_line(capsys, monkeypatch, data):
     a worker killed after its first epoch): one line naming the lost task, exit status 1."""
     import tensorflow as tf
 
-    import avdgp.experiments.runner as runner
+    import avdgp.experiments.running.runner as runner
 
     def lost(*args, **kwargs):
         raise tf.errors.UnavailableError(

@@ -218,7 +218,7 @@ def test_bernoulli_log_density_uses_expected_probit(rng):
 @pytest.mark.parametrize("full_rank", [False, True])
 def test_affine_inference_networks_follow_the_paper(input_dim, full_rank):
     num_inducing, output_dim = 3, 2
-    inference = gpflux_avdgp.inference.AffineInference(
+    inference = gpflux_avdgp.layers.inference.AffineInference(
         num_inducing, output_dim, full_rank=full_rank, dtype=tf.float64
     )
     inference.build((None, input_dim))
@@ -234,7 +234,9 @@ def test_affine_inference_networks_follow_the_paper(input_dim, full_rank):
 @pytest.mark.parametrize("input_dim", [2, 6])
 def test_mlp_inference_network_follows_the_paper(input_dim):
     num_inducing, output_dim = 2, 3
-    inference = gpflux_avdgp.inference.MLPInference(num_inducing, output_dim, dtype=tf.float64)
+    inference = gpflux_avdgp.layers.inference.MLPInference(
+        num_inducing, output_dim, dtype=tf.float64
+    )
     inference.build((None, input_dim))
     out_size = num_inducing * input_dim + 2 * num_inducing * output_dim
     _assert_paper_mlp(inference.network, input_dim, out_size)

@@ -13,9 +13,11 @@ import numpy as np
 import pytest
 from helpers import REPO_ROOT, run_cli
 
-from avdgp.experiments import paper, paper_tables, toy_grid
-from avdgp.experiments.bench_results import append_row
-from avdgp.experiments.demo import DemoSettings
+from avdgp.experiments.bench.results import append_row
+from avdgp.experiments.demo.run import DemoSettings
+from avdgp.experiments.paper import request as paper
+from avdgp.experiments.paper import table_format, toy_grid
+from avdgp.experiments.paper.run import run_paper
 
 TINY = paper.Budget(
     "tiny",
@@ -43,7 +45,7 @@ def _write_uci(folder: Path, rng, rows: int = 120, dim: int = 3) -> None:
 
 # ------------------------------------------------------------------------- the paper's numbers
 def test_the_papers_numbers_are_read_from_its_tables():
-    table5 = paper_tables.paper_numbers("table5")
+    table5 = table_format.paper_numbers("table5")
     assert len(table5) == 300  # 3 metrics x (8 sets x 8 models + 6 sets x 6 models)
     row = next(
         r
@@ -53,17 +55,17 @@ def test_the_papers_numbers_are_read_from_its_tables():
     assert (float(row["mean"]), float(row["std"]), row["bold"]) == (-0.742, 0.024, "True")
     ranks = {
         (r["metric"], r["model"]): float(r["rank_mean"])
-        for r in paper_tables.paper_numbers("table3")
+        for r in table_format.paper_numbers("table3")
     }
     assert ranks["nll", "avdgp-ar2pp"] == 1.27 and ranks["rmse", "solve-gp"] == 5.19
     table2 = {
         (int(r["total_inducing"]), int(r["layers"])): float(r["error_mean"])
-        for r in paper_tables.paper_numbers("table2")
+        for r in table_format.paper_numbers("table2")
     }
     assert len(table2) == 16 and table2[32, 4] == 2.59 and table2[128, 1] == 6.04
-    table4 = paper_tables.paper_numbers("table4")
+    table4 = table_format.paper_numbers("table4")
     assert len(table4) == 42 and {r["model"] for r in table4} == {"dsdgp", "dspp", "avdgp-ar2p"}
-    assert len(paper_tables.paper_numbers("table1")) == 9
+    assert len(table_format.paper_numbers("table1")) == 9
 
 
 def test_the_tables_of_the_paper_numbers_match_its_tex_source(tmp_path):
@@ -76,7 +78,7 @@ def test_the_tables_of_the_paper_numbers_match_its_tex_source(tmp_path):
     script = REPO_ROOT / "benchmarks" / "paper_numbers_from_tex.py"
     namespace = runpy.run_path(str(script))
     namespace["main"]([str(tex), str(tmp_path)])
-    packaged = Path(paper_tables.__file__).parent / "paper_numbers"
+    packaged = Path(table_format.__file__).parent / "numbers"
     for name in ("table1", "table2", "table3", "table4", "table5"):
         assert (tmp_path / f"{name}.csv").read_text() == (packaged / f"{name}.csv").read_text()
 
@@ -160,7 +162,7 @@ def test_table3_ranks_and_scores_sit_beside_the_papers(tmp_path):
     append_row(results, _uci_row("wine", "dsdgp", 3, -9.0))  # a seed not asked for
     append_row(results, _uci_row("wine", "dspp", 0, -9.0, preset="paper"))  # another preset
     request = paper.PaperRequest("table3", tmp_path, datasets=["wine", "elevators", "bike"])
-    text = paper.run_paper(replace(request, render_only=True), stream=None).read_text()
+    text = run_paper(replace(request, render_only=True), stream=None).read_text()
     assert "Budget **reduced**" in text and "Preset `default`; seeds 0, 1, 2" in text
     assert "Still missing: bike solve-gp (seeds 0, 1, 2)" in text
     ours = " | ".join(f"{rank}.00 (0.00)" for rank in (6, 5, 4, 3, 2, 1))
@@ -192,7 +194,7 @@ def test_ranks_keep_each_seed_apart_when_a_data_set_lacks_one(tmp_path):
     request = paper.PaperRequest(
         "table1", tmp_path, datasets=["wine", "elevators"], render_only=True
     )
-    text = paper.run_paper(request, stream=None).read_text()
+    text = run_paper(request, stream=None).read_text()
     # AR1 ranks 1, 3, 3 over seeds 0, 1, 2: mean 2.33, std 0.94; AR2P 3, 1, 1
     assert "| NLL | ours | 2.33 (0.94) | 2.00 (0.00) | 1.67 (0.94) |" in text
     assert "Ranks over the 2 data sets" in text
@@ -206,7 +208,7 @@ def test_table4_compares_ratios_to_dsdgp(tmp_path):
     request = paper.PaperRequest(
         "table4", tmp_path, datasets=["elevators"], seeds=[0], render_only=True
     )
-    text = paper.run_paper(request, stream=None).read_text()
+    text = run_paper(request, stream=None).read_text()
     assert "| elevators | ours | 4.00 (1 run) | 8.00 (1 run) | 1.00 (1 run) |" in text
     assert text.count(" 0.25 |") == 1  # ours: AVDGP / DS-DGP
     assert "| | paper (Elevator, GPU) | 6.91 | 8.71 | 6.40 | 3.59 | 3.67 | 3.37 | 0.93 |" in text
@@ -234,14 +236,14 @@ def test_toy_tables_render_from_their_rows(tmp_path):
                 np.save(
                     toy_grid.inducing_file(tmp_path / "toy", run, settings), np.zeros((64, 8, 2))
                 )
-    table2 = paper.run_paper(
+    table2 = run_paper(
         paper.PaperRequest("table2", tmp_path, seeds=[0, 1], render_only=True), stream=None
     )
     text = table2.read_text()
     row = "| 32 | – / 7.63 ± 1.43 | – / 4.40 ± 1.25 | 6.00 ± 1.00 (2) / 4.14 ± 0.68 | "
     assert row + "– / 2.59 ± 0.27 |" in text
     assert re.search(r"Still missing 30 of 32 runs: SGP-AVI \|M\| 16 \(seeds 0, 1\)", text)
-    ablation = paper.run_paper(
+    ablation = run_paper(
         paper.PaperRequest("inference-ablation", tmp_path, seeds=[0, 1], render_only=True),
         stream=None,
     ).read_text()
@@ -258,7 +260,7 @@ def test_other_budgets_and_presets_render_to_their_own_files(tmp_path):
         request = paper.PaperRequest(
             "table5", tmp_path, budget=budget, preset=preset, datasets=["wine"], render_only=True
         )
-        written[budget, preset] = paper.run_paper(request, stream=None)
+        written[budget, preset] = run_paper(request, stream=None)
     assert [path.name for path in written.values()] == [
         "table5.md",
         "table5_full.md",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from avdgp.experiments.toy import TOY_BOX, letters_mask, make_toy_dataset, toy_splits
+from avdgp.experiments.demo.toy import TOY_BOX, letters_mask, make_toy_dataset, toy_splits
 
 # Landmarks of the layout (text stretched into TOY_BOX), read off the glyph outlines:
 # at height 0.5 the "D" is solid on x in [0.05, 0.125] (stem) and [0.246, 0.324] (bowl) with its

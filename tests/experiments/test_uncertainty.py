@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from avdgp.experiments.uncertainty import (
+from avdgp.experiments.uncertainty.report import summarise_uncertainty
+from avdgp.experiments.uncertainty.run import (
     CALIBRATION_LEVELS,
     append_result,
     interval_scores,
@@ -17,7 +18,6 @@ from avdgp.experiments.uncertainty import (
     read_rows,
     shift_split,
 )
-from avdgp.experiments.uncertainty_report import summarise_uncertainty
 from avdgp.experiments.zoo import DESIGNS, ModelSpec, build_model, model_label, split_design
 from gpflux_avdgp import SigmaPointGPLayer
 

@@ -17,7 +17,7 @@ from gpflow.keras import tf_keras
 from helpers import REFERENCE_TOLERANCE
 
 import gpflux_avdgp
-from gpflux_avdgp.inference import raw_to_q_sqrt, scale_output_size
+from gpflux_avdgp.layers.inference import raw_to_q_sqrt, scale_output_size
 from gpflux_avdgp.predictive import output_mixture
 
 NUM_DATA, INPUT_DIM, NUM_INDUCING, OUTPUT_DIM = 15, 3, 5, 2
@@ -50,7 +50,7 @@ def _freeze_inference(
 ) -> None:
     """Make ``layer.inference`` return the same ``(Z, q_mu, q_sqrt)`` for every input."""
     inference = layer.inference
-    assert isinstance(inference, gpflux_avdgp.inference.AffineInference)
+    assert isinstance(inference, gpflux_avdgp.layers.inference.AffineInference)
     inference.affine_weights.assign(np.zeros(inference.affine_weights.shape))
     inference.affine_biases.assign(inducing)
     mean_out = inference.mean_network.layers[-1]

@@ -26,7 +26,7 @@ from helpers import SCRIPTS_DIR, UCI_ROOT, prepare_split_run_dir
 
 import gpflux_avdgp
 from avdgp.data import Split, epoch_shuffled_batches
-from avdgp.experiments.runner import run
+from avdgp.experiments.running.runner import run
 from avdgp.experiments.zoo import ModelSpec, build_model
 from avdgp.training import (
     EpochProgress,
@@ -321,7 +321,7 @@ def test_float32_training_on_standardised_uci_data_stays_finite():
     """A short float32 run of the paper's 3-layer AVDGP on a UCI split (see the benchmark
     ``benchmarks/float32_robustness.py`` for the longer measurement)."""
     from avdgp.data import Standardizer, load_dataset, split_dataset
-    from avdgp.experiments.runner import standardise_split
+    from avdgp.experiments.running.runner import standardise_split
 
     root = UCI_ROOT / "concrete"
     dataset = load_dataset(root)

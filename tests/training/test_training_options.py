@@ -13,7 +13,8 @@ from gpflow.keras import tf_keras
 
 from avdgp import training
 from avdgp.data import Split
-from avdgp.experiments import runner, zoo
+from avdgp.experiments import zoo
+from avdgp.experiments.running import runner
 from gpflux_avdgp import (
     AmortizedGPLayer,
     AVDGPLoss,
@@ -288,7 +289,8 @@ def test_preset_reaches_the_layers_of_build_avdgp_and_the_zoo(preset, identity):
 
 
 def test_bench_rows_keep_their_preset(tmp_path):
-    from avdgp.experiments import bench, bench_results
+    from avdgp.experiments.bench import results as bench_results
+    from avdgp.experiments.bench import run as bench
 
     path = tmp_path / "results.csv"
     legacy = [c for c in bench_results.COLUMNS if c not in ("preset", "best_epoch")]

@@ -19,14 +19,13 @@ from typing import Iterable, Optional, TextIO
 import numpy as np
 import tensorflow as tf
 
+from avdgp.data import Standardizer
+from avdgp.experiments.demo.run import DemoSettings
+from avdgp.experiments.demo.toy import toy_splits
+from avdgp.experiments.running.runner import score_prediction
+from avdgp.experiments.zoo import ModelSpec, Task, build_model
+from avdgp.training import EpochProgress, TrainConfig, fit_model, float_type
 from gpflux_avdgp.prediction import predict_mixture
-
-from ..data import Standardizer
-from ..training import EpochProgress, TrainConfig, fit_model, float_type
-from .demo import DemoSettings
-from .runner import score_prediction
-from .toy import toy_splits
-from .zoo import ModelSpec, Task, build_model
 
 __all__ = [
     "ABLATION_DEPTHS",

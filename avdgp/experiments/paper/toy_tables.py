@@ -7,10 +7,23 @@ from collections import defaultdict
 
 import numpy as np
 
-from . import plots
-from .paper import PaperRequest, toy_runs
-from .paper_tables import csv_row, format_stats, header, mean_std, output_stem, paper_numbers
-from .toy_grid import ABLATION_DEPTHS, QUERIES, ablation_run, inducing_file, read_toy_rows
+from avdgp.experiments import plots
+from avdgp.experiments.paper.request import PaperRequest, toy_runs
+from avdgp.experiments.paper.table_format import (
+    csv_row,
+    format_stats,
+    header,
+    mean_std,
+    output_stem,
+    paper_numbers,
+)
+from avdgp.experiments.paper.toy_grid import (
+    ABLATION_DEPTHS,
+    QUERIES,
+    ablation_run,
+    inducing_file,
+    read_toy_rows,
+)
 
 __all__ = ["render_ablation", "render_table2"]
 

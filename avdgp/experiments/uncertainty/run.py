@@ -1,7 +1,7 @@
 """``avdgp uncertainty``: how far each model's predictive uncertainty can be trusted.
 
 Three kinds of problem, each trained and scored by the same harness as ``avdgp bench``
-(:func:`~avdgp.experiments.skeleton.run_on`: Adam, the preset's schedule and best-epoch
+(:func:`~avdgp.experiments.running.skeleton.run_on`: Adam, the preset's schedule and best-epoch
 selection on a validation split; on the 1-D problems Adam starts at 0.01):
 
 * ``far``: 1000 points of ``sin(3 x) + 0.1 noise`` with ``x`` uniform in ``[-2, 2]``; the
@@ -17,7 +17,7 @@ selection on a validation split; on the 1-D problems Adam starts at 0.01):
 
 Every finished run is appended to ``uncertainty.csv`` at once and a rerun skips it
 (resumable); the 1-D problems also write their predictive bands to ``bands/``. The report,
-tables and figures are made by :mod:`.uncertainty_report`.
+tables and figures are made by :mod:`avdgp.experiments.uncertainty.report`.
 """
 
 from __future__ import annotations
@@ -31,15 +31,14 @@ from typing import Optional, Sequence, TextIO
 
 import numpy as np
 
+from avdgp import metrics
+from avdgp.data import Split, Standardizer
+from avdgp.experiments.bench.run import _load
+from avdgp.experiments.running.runner import SplitData, standardise_split
+from avdgp.experiments.running.skeleton import Scored, run_on
+from avdgp.experiments.zoo import ModelSpec, model_label, parse_model_name, split_design
+from avdgp.training import TrainConfig, TrainingDiverged
 from gpflux_avdgp.prediction import PredictiveMixture, predict_mixture
-
-from .. import metrics
-from ..data import Split, Standardizer
-from ..training import TrainConfig, TrainingDiverged
-from .bench import _load
-from .runner import SplitData, standardise_split
-from .skeleton import Scored, run_on
-from .zoo import ModelSpec, model_label, parse_model_name, split_design
 
 __all__ = [
     "LEVELS",

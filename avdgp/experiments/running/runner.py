@@ -16,21 +16,20 @@ from typing import Optional, TextIO
 import numpy as np
 import tensorflow as tf
 
-from gpflux_avdgp.callbacks import ValidationNLL
-from gpflux_avdgp.objectives import is_categorical
-from gpflux_avdgp.prediction import PredictiveMixture, predict_mixture
-
-from .. import metrics
-from ..data import Split, Standardizer
-from ..training.config import TrainConfig
-from ..training.fit import best_epoch_callbacks, fit_model
-from ..training.record import DataColumns, RunRecord
-from ..training.rundir import (
+from avdgp import metrics
+from avdgp.data import Split, Standardizer
+from avdgp.experiments.running.skeleton import Scored, Trained, run_on
+from avdgp.experiments.zoo import BuiltModel, ModelSpec, Task
+from avdgp.training.config import TrainConfig
+from avdgp.training.fit import best_epoch_callbacks, fit_model
+from avdgp.training.record import DataColumns, RunRecord
+from avdgp.training.rundir import (
     BEST_EPOCH_DIR,
     array_data,
 )
-from .skeleton import Scored, Trained, run_on
-from .zoo import BuiltModel, ModelSpec, Task
+from gpflux_avdgp.callbacks import ValidationNLL
+from gpflux_avdgp.objectives import is_categorical
+from gpflux_avdgp.prediction import PredictiveMixture, predict_mixture
 
 __all__ = [
     "SplitData",

@@ -9,10 +9,16 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from .. import metrics
-from ..data import DataError
-from . import plots
-from .bench_results import CURVES_FILE, METRICS, display_model, read_curves, read_results
+from avdgp import metrics
+from avdgp.data import DataError
+from avdgp.experiments import plots
+from avdgp.experiments.bench.results import (
+    CURVES_FILE,
+    METRICS,
+    display_model,
+    read_curves,
+    read_results,
+)
 
 __all__ = ["plot_time_curves", "summarise"]
 

@@ -1,8 +1,8 @@
 """One run, whatever the source of its data: :func:`run_on` prepares (or resumes) the save
 folder, builds the model, trains it, scores it, records and saves the run. A :class:`RunData`
 says how to train and score on its data: arrays in memory
-(:class:`~avdgp.experiments.runner.SplitData`) or CSV shards streamed from disk
-(:class:`~avdgp.experiments.streaming_runner.ShardData`)."""
+(:class:`~avdgp.experiments.running.runner.SplitData`) or CSV shards streamed from disk
+(:class:`~avdgp.experiments.running.streaming.ShardData`)."""
 
 from __future__ import annotations
 
@@ -15,15 +15,14 @@ import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
+from avdgp.data import Standardizer
+from avdgp.experiments.zoo import BuiltModel, ModelSpec, Task, build_model
+from avdgp.training.config import TrainConfig, float_type
+from avdgp.training.distribute import barrier, is_chief, worker_save_dir
+from avdgp.training.progress import EpochProgress
+from avdgp.training.record import DataColumns, RunRecord
+from avdgp.training.rundir import locks_save_dir, prepare_run_dir, remove_if_empty, save_run
 from gpflux_avdgp.validation import check_choice
-
-from ..data import Standardizer
-from ..training.config import TrainConfig, float_type
-from ..training.distribute import barrier, is_chief, worker_save_dir
-from ..training.progress import EpochProgress
-from ..training.record import DataColumns, RunRecord
-from ..training.rundir import locks_save_dir, prepare_run_dir, remove_if_empty, save_run
-from .zoo import BuiltModel, ModelSpec, Task, build_model
 
 __all__ = ["RunData", "Scored", "Trained", "run_on", "run_record"]
 
@@ -48,7 +47,7 @@ class Scored(NamedTuple):
 
 class RunData(Protocol):
     """Where a run's data come from: arrays in memory (:class:`SplitData`) or CSV shards
-    streamed from disk (:class:`~avdgp.experiments.streaming_runner.ShardData`). The rest of a
+    streamed from disk (:class:`~avdgp.experiments.running.streaming.ShardData`). The rest of a
     run is one skeleton, :func:`run_on`."""
 
     #: ``(n_train, n_val, n_test, input width D)``.

@@ -17,7 +17,7 @@ import functools
 
 import numpy as np
 
-from ..data import Dataset, Split, split_dataset
+from avdgp.data import Dataset, Split, split_dataset
 
 __all__ = ["letters_mask", "make_toy_dataset", "toy_splits", "TOY_BOX"]
 

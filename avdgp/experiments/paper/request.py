@@ -1,5 +1,5 @@
-"""``avdgp paper``: the AVDGP paper's tables and its ablation figure, run and set beside the
-paper's own numbers.
+"""What ``avdgp paper`` is asked for: the tables, datasets, models, budgets and seeds of the
+AVDGP paper's experiments (:class:`PaperRequest`), and the toy runs a table needs.
 
 One folder holds everything, so the tables share their runs and a rerun trains only what is
 missing (every finished run is a row at once)::
@@ -14,14 +14,12 @@ missing (every finished run is a row at once)::
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Optional, Sequence, TextIO
+from typing import Optional, Sequence
 
-from .bench import BenchSettings, run_bench
-from .demo import FULL, REDUCED, DemoSettings
-from .toy_grid import ABLATION_DEPTHS, ablation_run, run_toy, table2_run
+from avdgp.experiments.demo.run import FULL, REDUCED, DemoSettings
+from avdgp.experiments.paper.toy_grid import ABLATION_DEPTHS, ablation_run, table2_run
 
 __all__ = [
     "BUDGETS",
@@ -33,7 +31,6 @@ __all__ = [
     "TABLES",
     "TABLE_MODELS",
     "TOY_SIZES",
-    "run_paper",
     "toy_runs",
 ]
 
@@ -213,21 +210,6 @@ class PaperRequest:
         return models if self.models is None else tuple(m for m in models if m in self.models)
 
 
-def _bench(request: PaperRequest, folder: str, epochs: int, training: dict, stream) -> None:
-    for dataset in request.uci_datasets():
-        settings = BenchSettings(
-            datasets=(dataset,),
-            models=request.trained_models(dataset),
-            seeds=request.run_seeds,
-            epochs=epochs,
-            data_root=request.data_root,
-            preset=request.preset,
-            training={"steps_per_execution": 10, **training},
-            drop_features=DERIVED,
-        )
-        run_bench(settings, request.out / folder, stream=stream)
-
-
 def toy_runs(request: PaperRequest) -> list:
     """The toy runs of Table 2 or the ablation under the request's budget and seeds."""
     settings = request.toy_settings
@@ -246,24 +228,3 @@ def toy_runs(request: PaperRequest) -> list:
             + [ablation_run("mlp", depth, seed, settings) for depth in ABLATION_DEPTHS]
         )
     ]
-
-
-def run_paper(request: PaperRequest, *, stream: Optional[TextIO] = sys.stderr) -> Path:
-    """Run what ``request.table`` still misses (unless ``render_only``), then write
-    ``<table>.md`` and ``<table>.csv`` (and its figures) in ``request.out``.
-
-    :returns: the path of the Markdown table.
-    """
-    from .paper_tables import render
-
-    out = Path(request.out)
-    out.mkdir(parents=True, exist_ok=True)
-    if not request.render_only:
-        if request.table in ("table1", "table3", "table5"):
-            _bench(request, "uci", request.protocol.epochs, {}, stream)
-        elif request.table == "table4":
-            timing = {"restore_best": False}  # every epoch trains; no validation scoring
-            _bench(request, "timing", request.protocol.timing_epochs, timing, stream)
-        else:
-            run_toy(toy_runs(request), request.toy_settings, out / "toy", stream=stream)
-    return render(request)

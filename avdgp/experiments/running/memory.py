@@ -22,8 +22,8 @@ import os
 import resource
 from typing import Optional
 
-from .._startup import TENSORFLOW_BYTES
-from .zoo import SHALLOW, ModelKind, ModelSpec
+from avdgp._startup import TENSORFLOW_BYTES
+from avdgp.experiments.zoo import SHALLOW, ModelKind, ModelSpec
 
 __all__ = ["available_bytes", "step_bytes"]
 

@@ -20,9 +20,8 @@ from typing import Optional, Sequence, TextIO
 import numpy as np
 import tensorflow as tf
 
-from ..data import Dataset, Split, Standardizer, load_dataset, split_dataset, uci_dataset_path
-from ..training import RunRecord, TrainConfig, TrainingDiverged
-from .bench_results import (
+from avdgp.data import Dataset, Split, Standardizer, load_dataset, split_dataset, uci_dataset_path
+from avdgp.experiments.bench.results import (
     CURVES_FILE,
     METRICS,
     append_curve,
@@ -31,9 +30,10 @@ from .bench_results import (
     read_curves,
     read_results,
 )
-from .bench_tables import plot_time_curves, summarise
-from .runner import run, standardise_split
-from .zoo import ModelSpec, model_label, parse_model_name, split_design
+from avdgp.experiments.bench.tables import plot_time_curves, summarise
+from avdgp.experiments.running.runner import run, standardise_split
+from avdgp.experiments.zoo import ModelSpec, model_label, parse_model_name, split_design
+from avdgp.training import RunRecord, TrainConfig, TrainingDiverged
 
 __all__ = [
     "BenchSettings",
@@ -67,7 +67,8 @@ class BenchSettings:
     :param training: :class:`~avdgp.training.TrainConfig` settings on top of
         the preset's (e.g. ``{"learning_rate": 0.01}``).
     :param drop_features: per data set name, input columns removed after loading (e.g. bike's
-        two count columns, which give its target away: :data:`avdgp.experiments.paper.DERIVED`).
+        two count columns, which give its target away:
+        :data:`avdgp.experiments.paper.request.DERIVED`).
     """
 
     datasets: Sequence[str] = ("elevators",)

@@ -7,7 +7,7 @@ import csv
 import json
 from pathlib import Path
 
-from ..training.record import RunRecord
+from avdgp.training.record import RunRecord
 
 __all__ = ["COLUMNS", "CURVES_FILE", "display_model", "read_curves", "read_results"]
 

@@ -19,15 +19,14 @@ import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
+from avdgp.data import Standardizer
+from avdgp.experiments import plots
+from avdgp.experiments.demo.toy import toy_splits
+from avdgp.experiments.running.runner import score_prediction
+from avdgp.experiments.zoo import ModelSpec, Task, build_model
+from avdgp.training import EpochProgress, TrainConfig, fit_model, float_type
 from gpflux_avdgp.prediction import predict_mixture
 from gpflux_avdgp.validation import check_positive_int
-
-from ..data import Standardizer
-from ..training import EpochProgress, TrainConfig, fit_model, float_type
-from . import plots
-from .runner import score_prediction
-from .toy import toy_splits
-from .zoo import ModelSpec, Task, build_model
 
 __all__ = ["DemoSettings", "REDUCED", "FULL", "PAPER_TABLE_2", "run_demo"]
 

@@ -1,6 +1,6 @@
 """The tables of ``avdgp paper``: our runs beside the paper's numbers.
 
-The paper's numbers are data (``paper_numbers/table*.csv``, read from its LaTeX source by
+The paper's numbers are data (``numbers/table*.csv``, read from its LaTeX source by
 ``benchmarks/paper_numbers_from_tex.py``). Every table is written as Markdown (with the budget,
 the preset, the command and the runs still missing) and as a long CSV
 (``table, metric, dataset, model, ours_mean, ours_std, ours_runs, paper_mean, paper_std``).
@@ -10,102 +10,28 @@ from __future__ import annotations
 
 import csv
 from collections import defaultdict
-from importlib import resources
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 
-from .. import metrics
-from . import plots
-from .bench_results import METRICS, read_results
-from .paper import PAPER_DATASETS, TABLE_MODELS, PaperRequest
-
-__all__ = ["csv_row", "format_stats", "header", "mean_std", "paper_numbers", "render"]
-
-CSV_COLUMNS = (
-    "table",
-    "metric",
-    "dataset",
-    "model",
-    "ours_mean",
-    "ours_std",
-    "ours_runs",
-    "paper_mean",
-    "paper_std",
+from avdgp import metrics
+from avdgp.experiments import plots
+from avdgp.experiments.bench.results import METRICS, read_results
+from avdgp.experiments.paper.request import PAPER_DATASETS, TABLE_MODELS, PaperRequest
+from avdgp.experiments.paper.table_format import (
+    CSV_COLUMNS,
+    csv_row,
+    format_stats,
+    header,
+    mean_std,
+    output_stem,
+    paper_numbers,
 )
-TITLES = {
-    "table1": "Table 1: average ranks of the amortization rules (AR1, AR2, AR2P)",
-    "table2": "Table 2: toy test error rates (%) by |M| and depth",
-    "table3": "Table 3: average ranks of the six methods",
-    "table4": "Table 4: training and test seconds per epoch of the deep models",
-    "table5": "Table 5: test NLL, RMSE and CRPS per data set",
-    "inference-ablation": "Inference-function ablation: IDSGP's MLP of growing depth "
-    "against the affine map (toy test error rates, %)",
-}
+from avdgp.experiments.paper.toy_tables import render_ablation, render_table2
+
+__all__ = ["render"]
 
 
-def paper_numbers(table: str) -> list[dict]:
-    """The paper's numbers of ``table`` (``"table1"`` ... ``"table5"``) as CSV rows."""
-    text = resources.files(__package__).joinpath("paper_numbers", f"{table}.csv").read_text()
-    return list(csv.DictReader(text.splitlines()))
-
-
-def mean_std(values) -> tuple[float, float, int]:
-    """``(mean, population std, count)`` of per-run values."""
-    values = [float(v) for v in values]
-    return float(np.mean(values)), float(np.std(values)), len(values)
-
-
-def format_stats(stats: Optional[tuple], digits: int = 3) -> str:
-    """``mean ± std``, ``mean (1 run)`` or ``–`` for :func:`mean_std`'s triple or ``None``."""
-    if stats is None:
-        return "–"
-    mean, std, count = stats
-    if count == 1:
-        return f"{mean:.{digits}f} (1 run)"
-    return f"{mean:.{digits}f} ± {std:.{digits}f}"
-
-
-def csv_row(table, metric, dataset, model, stats, paper) -> dict:
-    """One row of a table's CSV (:data:`CSV_COLUMNS`): ours and the paper's ``(mean, std)``."""
-    mean, std, count = stats if stats else (None, None, 0)
-    return dict(
-        table=table,
-        metric=metric,
-        dataset=dataset,
-        model=model,
-        ours_mean=mean,
-        ours_std=std,
-        ours_runs=count,
-        paper_mean=paper[0] if paper else None,
-        paper_std=paper[1] if paper else None,
-    )
-
-
-def header(request: PaperRequest, seeds) -> list[str]:
-    """The title, the budget and preset in words, the seeds and the command to rewrite it."""
-    budget = request.protocol
-    command = f"avdgp paper {request.table} --budget {budget.name} --out {request.out}"
-    for option, value in (
-        ("--preset", None if request.preset == "default" else request.preset),
-        ("--seeds", request.seeds),
-        ("--datasets", request.datasets),
-        ("--sizes", request.sizes),
-    ):
-        if value:
-            shown = value if isinstance(value, str) else ",".join(map(str, value))
-            command += f" {option} {shown}"
-    return [
-        f"# {TITLES[request.table]}",
-        "",
-        f"Budget **{budget.name}**: {budget.description}. Preset `{request.preset}`; seeds "
-        f"{', '.join(map(str, seeds))}. Regenerate: `{command} --render-only`.",
-        "",
-    ]
-
-
-# ------------------------------------------------------------------------------- UCI tables
 def _uci_values(request: PaperRequest, folder: str, epochs: int) -> dict:
     """``(dataset, model) -> {key: {seed: value}}`` of the finished runs of the request."""
     values: dict = defaultdict(lambda: defaultdict(dict))
@@ -322,26 +248,11 @@ def _score_figures(request, values, models, datasets) -> list[str]:
     return lines
 
 
-def output_stem(request: PaperRequest) -> str:
-    """``table2``, or ``table2_full`` / ``table5_paper``: each budget and preset its own files.
-
-    A full-budget render must not overwrite the reduced table beside it (and vice versa).
-    """
-    stem = request.table.replace("-", "_")
-    if request.budget != "reduced":
-        stem += f"_{request.budget}"
-    if request.preset != "default":
-        stem += f"_{request.preset}"
-    return stem
-
-
 def render(request: PaperRequest) -> Path:
     """Write ``<stem>.md`` and ``<stem>.csv`` (:func:`output_stem`) in ``request.out``.
 
     :returns: the Markdown path.
     """
-    from .paper_toy_tables import render_ablation, render_table2
-
     csv_rows: list[dict] = []
     if request.table == "table2":
         lines = render_table2(request, csv_rows)

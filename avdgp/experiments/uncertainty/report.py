@@ -1,5 +1,6 @@
-"""Tables and figures of ``avdgp uncertainty`` (:mod:`.uncertainty`): ``uncertainty.md``, the
-1-D predictive bands and the reliability diagrams of the covariate-shift problems.
+"""Tables and figures of ``avdgp uncertainty`` (:mod:`avdgp.experiments.uncertainty.run`):
+``uncertainty.md``, the 1-D predictive bands and the reliability diagrams of the covariate-shift
+problems.
 
 The tables show no seconds: runs are often made two at a time, and speed is measured alone
 (``benchmarks/speed.py``); ``uncertainty.csv`` keeps each run's ``seconds_per_epoch``."""
@@ -11,8 +12,8 @@ from typing import Sequence
 
 import numpy as np
 
-from .plots import _figure
-from .uncertainty import CALIBRATION_LEVELS, RESULTS_FILE, band_file, read_rows
+from avdgp.experiments.plots import _figure
+from avdgp.experiments.uncertainty.run import CALIBRATION_LEVELS, RESULTS_FILE, band_file, read_rows
 
 __all__ = ["summarise_uncertainty"]
 

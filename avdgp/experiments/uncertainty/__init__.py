@@ -1,0 +1,3 @@
+"""``avdgp uncertainty``: the off-data and calibration study
+(:mod:`avdgp.experiments.uncertainty.run`) and its report
+(:mod:`avdgp.experiments.uncertainty.report`)."""
