@@ -8,12 +8,16 @@ needs; everything else is reachable from its module (``gpflux_avdgp.core``,
 ``gpflux_avdgp.layers``, ``gpflux_avdgp.propagation``, ...). The ``avdgp`` command and what only
 it needs live beside the library, in the :mod:`avdgp` package, which the library never imports.
 
-:func:`export` (the serving signatures), :func:`load_model` (the file checks) and
-:func:`as_deep_gp` (GPflux's ``DeepGP``) load their modules when first used.
+:func:`predict_mixture` and :class:`PredictiveMixture` (the mixture behind a prediction),
+:class:`ValidationNLL`, :func:`export` (the serving signatures), :func:`load_model` (the file
+checks) and :func:`as_deep_gp` (GPflux's ``DeepGP``) load their modules when first used, so
+``import gpflux_avdgp`` loads what a model needs to be built and trained.
 """
 
+from importlib import import_module
+from typing import TYPE_CHECKING
+
 from ._version import __version__
-from .callbacks import ValidationNLL
 from .core.mixture import GaussianMixture
 from .keras_metrics import MixtureAccuracy, MixtureBrier, MixtureCRPS, MixtureNLL, MixtureRMSE
 from .layers import (
@@ -25,7 +29,6 @@ from .layers import (
 )
 from .models import AVDGPModel, build_avdgp
 from .objectives import AVDGPLoss
-from .prediction import PredictiveMixture, predict_mixture
 from .propagation import PropagationRule
 
 __all__ = [
@@ -54,18 +57,27 @@ __all__ = [
 ]
 
 
+#: Names loaded on first use, by the module that defines them.
+_LOADED_ON_FIRST_USE = {
+    "PredictiveMixture": ".prediction",
+    "ValidationNLL": ".callbacks",
+    "as_deep_gp": ".models.deep_gp",
+    "export": ".io.serving",
+    "load_model": ".io.saving",
+    "predict_mixture": ".prediction",
+}
+
+if TYPE_CHECKING:  # what the names are, for type checkers and IDEs
+    from .callbacks import ValidationNLL
+    from .io.saving import load_model
+    from .io.serving import export
+    from .models.deep_gp import as_deep_gp
+    from .prediction import PredictiveMixture, predict_mixture
+
+
 def __getattr__(name: str):
-    """``gpflux_avdgp.export``, ``load_model`` and ``as_deep_gp``, imported on first use."""
-    if name == "export":
-        from .io.serving import export
-
-        return export
-    if name == "load_model":
-        from .io.saving import load_model
-
-        return load_model
-    if name == "as_deep_gp":
-        from .models.deep_gp import as_deep_gp
-
-        return as_deep_gp
-    raise AttributeError(f"module 'gpflux_avdgp' has no attribute {name!r}")
+    """The names of :data:`_LOADED_ON_FIRST_USE`, imported when first asked for."""
+    module = _LOADED_ON_FIRST_USE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gpflux_avdgp' has no attribute {name!r}")
+    return getattr(import_module(module, __name__), name)

@@ -183,10 +183,10 @@ def test_mean_field_deep_baseline_saves_and_reloads(rng, tmp_path):
 def test_pca_projection_finds_the_principal_directions(rng):
     directions = np.linalg.qr(rng.standard_normal((4, 4)))[0]
     inputs = (rng.standard_normal((2000, 4)) * [5.0, 2.0, 0.3, 0.1]) @ directions.T
-    projection = zoo._pca_projection(inputs, 4, 2)  # [4, 2]
+    projection = zoo.build._pca_projection(inputs, 4, 2)  # [4, 2]
     for column, direction in zip(projection.T, directions.T[:2]):
         assert abs(abs(column @ direction) - 1.0) < 1e-2
-    np.testing.assert_array_equal(zoo._pca_projection(inputs, 2, 3), np.eye(2, 3))
+    np.testing.assert_array_equal(zoo.build._pca_projection(inputs, 2, 3), np.eye(2, 3))
 
 
 def test_classification_models_use_a_bernoulli_likelihood():
