@@ -94,7 +94,9 @@ class PredictiveMixture:
     def class_probabilities(self) -> np.ndarray:
         """Class probabilities of a classifier, the mixture of the components' probabilities.
 
-        Bernoulli (probit): ``p(y = 1 | x) = sum_s w_s Phi(m_s / sqrt(1 + v_s))``, ``[N, 1]``.
+        Bernoulli (probit): ``p(y = 1 | x) = sum_s w_s Phi(m_s / sqrt(1 + v_s))``, ``[N, 1]``,
+        with GPflow's probit, which keeps each component's probability in
+        ``[1e-3, 1 - 1e-3]``.
         Categorical (GPflow's ``MultiClass`` with ``RobustMax``, or ``Softmax``):
         ``p(y = k | x) = sum_s w_s p(y = k | s)``, ``[N, K]``.
         """

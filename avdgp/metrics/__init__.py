@@ -16,8 +16,8 @@ mixture mean, :func:`mean_crps` (closed form of Grimit et al., 2006) and
 :func:`central_interval_coverage`; :func:`regression_metrics` bundles them. Binary
 classification with labels in ``{0, 1}`` and predicted ``p(y = 1)``: :func:`error_rate`,
 :func:`brier_score`, :func:`bernoulli_nll` and :func:`expected_calibration_error`, bundled in
-:func:`classification_metrics`; :func:`probit_mixture_probability` turns a latent mixture into
-``p(y = 1)`` under the probit link. K classes: :func:`multiclass_metrics` (error rate, NLL,
+:func:`classification_metrics` (the probabilities come from the model's likelihood, through
+the library's predictive module). K classes: :func:`multiclass_metrics` (error rate, NLL,
 Brier, top-label ECE of ``[N, K]`` class probabilities). :func:`average_ranks` ranks methods
 across datasets.
 
@@ -33,7 +33,6 @@ from .classification import (
     classification_metrics,
     error_rate,
     expected_calibration_error,
-    probit_mixture_probability,
 )
 from .common import DEFAULT_CHUNK_ROWS, WEIGHT_SUM_TOLERANCE
 from .multiclass import check_class_probabilities, multiclass_metrics
@@ -74,7 +73,6 @@ __all__ = [
     "mixture_cdf",
     "mixture_mean_and_variance",
     "multiclass_metrics",
-    "probit_mixture_probability",
     "regression_metrics",
     "rescale_mixture",
     "rmse",

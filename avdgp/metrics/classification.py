@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import ndtr
 
-from .common import check_labels, check_mixture, check_probabilities
+from .common import check_labels, check_probabilities
 
 __all__ = [
     "bernoulli_nll",
@@ -13,27 +12,10 @@ __all__ = [
     "classification_metrics",
     "error_rate",
     "expected_calibration_error",
-    "probit_mixture_probability",
 ]
 
 #: Probabilities are clipped to ``[EPS, 1 - EPS]`` inside :func:`bernoulli_nll`.
 PROBABILITY_CLIP = 1e-12
-
-
-def probit_mixture_probability(
-    weights: np.ndarray, means: np.ndarray, variances: np.ndarray
-) -> np.ndarray:
-    """``p(y = 1) = sum_s w_s Phi(m_s / sqrt(1 + v_s))`` for a latent mixture, probit link.
-
-    Exact: ``E[Phi(f)] = Phi(m / sqrt(1 + v))`` for ``f ~ N(m, v)``.
-
-    :param weights: ``[N, S]`` mixture weights, rows summing to one.
-    :param means: ``[N, S]`` latent component means.
-    :param variances: ``[N, S]`` latent component variances, non-negative.
-    :return: ``[N]`` probabilities of the positive class.
-    """
-    w, m, v, _ = check_mixture(weights, means, variances)
-    return np.clip(np.sum(w * ndtr(m / np.sqrt(1.0 + v)), axis=1), 0.0, 1.0)
 
 
 def error_rate(y: np.ndarray, probabilities: np.ndarray, threshold: float = 0.5) -> float:
@@ -109,8 +91,8 @@ def classification_metrics(y: np.ndarray, probabilities: np.ndarray) -> dict[str
     """The standard binary-classification report.
 
     :param y: ``[N]`` (or ``[N, 1]``) labels in ``{0, 1}``.
-    :param probabilities: ``[N]`` predicted ``p(y = 1)`` in ``[0, 1]`` (e.g. from
-        :func:`probit_mixture_probability`).
+    :param probabilities: ``[N]`` predicted ``p(y = 1)`` in ``[0, 1]`` (e.g. a model's
+        ``PredictiveMixture.class_probabilities()``).
     :return: ``nll`` (:func:`bernoulli_nll`), ``error_rate`` (threshold 0.5), ``brier``
         (:func:`brier_score`) and ``ece`` (:func:`expected_calibration_error`, 10 bins).
     """

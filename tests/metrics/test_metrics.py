@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 import scoringrules
-from scipy import integrate, special, stats
+from scipy import integrate, stats
 
 from avdgp import metrics
 
@@ -347,28 +347,6 @@ def test_ece_separates_calibrated_from_overconfident(rng):
     # Claims 95% confidence everywhere; the true accuracy is E[max(p, 1 - p)] = 0.75.
     overconfident = np.where(p > 0.5, 0.95, 0.05)
     assert metrics.expected_calibration_error(y, overconfident) == pytest.approx(0.2, abs=0.01)
-
-
-def test_probit_mixture_probability_matches_quadrature(rng):
-    weights, means, variances = random_mixture(rng, 5, 3)
-    actual = metrics.probit_mixture_probability(weights, means, variances)
-    for n in range(5):
-        expected = 0.0
-        for s in range(3):
-            std = math.sqrt(variances[n, s])
-            value, _ = integrate.quad(
-                lambda f, mu=means[n, s], sd=std: special.ndtr(f) * stats.norm.pdf(f, mu, sd),
-                means[n, s] - 40 * std,
-                means[n, s] + 40 * std,
-                points=[means[n, s]],
-                epsabs=1e-13,
-                epsrel=1e-12,
-                limit=200,
-            )
-            expected += weights[n, s] * value
-        assert actual[n] == pytest.approx(expected, rel=1e-9)
-    # Not Phi of the mean: the latent variance shrinks probabilities towards 1/2.
-    assert not np.allclose(actual, np.sum(weights * special.ndtr(means), axis=1), atol=1e-3)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -42,14 +42,12 @@ __all__ = [
 
 
 def class_probabilities(prediction: PredictiveMixture) -> np.ndarray:
-    """A classifier's predicted probabilities: ``p(y = 1)`` ``[N]`` of a Bernoulli (probit)
-    model, ``p(y = k)`` ``[N, K]`` of a categorical one (``MultiClass``, ``Softmax``)."""
-    if is_categorical(prediction.likelihood):
-        return prediction.class_probabilities()
-    # not prediction.class_probabilities(): GPflow's probit clips to [1e-3, 1 - 1e-3]
-    return metrics.probit_mixture_probability(
-        prediction.weights, prediction.f_means[..., 0], prediction.f_variances[..., 0]
-    )
+    """A classifier's predicted probabilities, as the model's likelihood gives them (the
+    library's predictive module, as ``predict`` and ``avdgp predict``): ``p(y = 1)`` ``[N]`` of
+    a Bernoulli (probit) model, ``p(y = k)`` ``[N, K]`` of a categorical one (``MultiClass``,
+    ``Softmax``)."""
+    probabilities = prediction.class_probabilities()
+    return probabilities if is_categorical(prediction.likelihood) else probabilities[:, 0]
 
 
 def classification_scores(labels: np.ndarray, probabilities: np.ndarray) -> dict:
