@@ -36,6 +36,7 @@ def fit_command(args) -> int:
     classification = args.task == "classification"
     # classification: targets are class indices, ``classes`` the labels (numbers or text)
     dataset = load_dataset(args.data, target=args.target, class_labels=classification)
+    _check_target_choice(args, dataset)
     classes = list(dataset.classes) if classification else None
     split = split_dataset(
         dataset,
@@ -66,7 +67,44 @@ def fit_command(args) -> int:
         if not args.quiet:
             print(f"avdgp fit: {worker_name(strategy)} finished", file=sys.stderr)
         return 0
-    return _finish(args, record)
+    return _finish(args, record, _columns_line(args, dataset))
+
+
+#: Header names that say "target": passed over as an input only when ``--target`` says so.
+TARGET_LIKE_NAMES = ("y", "target", "label", "class")
+
+
+def _check_target_choice(args, dataset) -> None:
+    """Refuse a header that names a column like a target (:data:`TARGET_LIKE_NAMES`) which the
+    default target, the last column, would turn into an input."""
+    if args.target not in (None, -1) or not dataset.feature_names:  # -1: the default, last
+        return
+    suspect = [name for name in dataset.feature_names if name.lower() in TARGET_LIKE_NAMES]
+    if suspect:
+        last = dataset.target_name or "the last column"
+        raise CommandLineError(
+            f"avdgp fit: DATA {args.data}: column {suspect[0]!r} looks like the target, but "
+            f"without --target the last column {last!r} is; give --target {suspect[0]} (or "
+            f"--target {last} to keep it)"
+        )
+
+
+def _columns_line(args, dataset) -> str:
+    """``data: target 'price', inputs width, height``: what ``fit`` read as target and inputs."""
+    if dataset.target_name:
+        target = repr(dataset.target_name)
+    elif args.target in (None, -1):
+        target = "the last column"
+    else:
+        target = f"column {args.target}"
+    names = dataset.feature_names
+    if names and len(names) <= 8:
+        inputs = ", ".join(names)
+    elif names:
+        inputs = ", ".join(names[:6]) + f", ... ({len(names)} columns)"
+    else:
+        inputs = f"{dataset.num_features} columns"
+    return f"  data: target {target}, inputs {inputs}"
 
 
 def _size(count: float) -> str:
@@ -265,9 +303,11 @@ def _train_and_test_shards(args) -> tuple[list, list]:
     return shards[:-num_test], shards[-num_test:]
 
 
-def _finish(args, record) -> int:
-    """Print the record and write ``--json``; exit 0."""
+def _finish(args, record, columns_line: Optional[str] = None) -> int:
+    """Print the record (and what was read as target and inputs) and write ``--json``; exit 0."""
     print_record(record)
+    if columns_line is not None:
+        print(columns_line)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(record.as_dict(), indent=2))

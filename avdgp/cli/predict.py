@@ -1,4 +1,10 @@
-"""``avdgp predict``: predictions of a saved model for the rows of a data file, as CSV."""
+"""``avdgp predict``: predictions of a saved model for the rows of a data file, as CSV.
+
+A CSV file with a header is read by name: its columns are matched to the feature names ``fit``
+saved in ``run.json``, in any order, the target column (by its saved name) left out; a missing
+or unknown column is refused, named. A file without a header (or a model fitted on one) is read
+by position: ``D`` feature columns, or ``D + 1`` with the target (``--target``, default last).
+"""
 
 from __future__ import annotations
 
@@ -74,6 +80,70 @@ def _features_beside_labels(data: str, num_features: int, target) -> Optional[np
     table = read_csv(path, data, label_column=target)
     check_finite_table(table, path, data)
     return np.delete(table.values, table.label_index, axis=1)
+
+
+def _named_columns(data: str, saved: SavedRun) -> Optional[list[int]]:
+    """The file's columns of the model's features, in the model's order, for a CSV file with a
+    header and a model whose run saved its feature names; ``None`` otherwise (read by
+    position).
+
+    :raises CommandLineError: naming the missing, unknown or repeated columns.
+    """
+    from ..data.csv_format import DataError, is_number, sniff_layout
+
+    names = saved.data.get("feature_names")
+    path = Path(data)
+    if not names or not path.is_file() or not data.lower().endswith((".csv", ".csv.gz")):
+        return None
+    try:
+        layout = sniff_layout(path, data)
+    except DataError:  # the whole-file reader says what is wrong
+        return None
+    if layout.header is None or any(is_number(cell) for cell in layout.header):
+        return None  # no header (a row holding a text label is data: 5.1,3.5,setosa)
+    header, target = list(layout.header), saved.data.get("target_name")
+    problems = {
+        "missing": [name for name in names if name not in header],
+        "unknown": [column for column in header if column not in names and column != target],
+        "repeated": sorted({column for column in header if header.count(column) > 1}),
+    }
+    if any(problems.values()):
+        said = "; ".join(
+            f"{what} {', '.join(map(repr, columns))}"
+            for what, columns in problems.items()
+            if columns
+        )
+        expected = ", ".join(names) + (f" (and the target {target!r})" if target else "")
+        raise CommandLineError(
+            f"avdgp predict: DATA {data}: columns are read by the header's names, {expected}; "
+            + said
+        )
+    return [header.index(name) for name in names]
+
+
+def _named_chunks(data: str, saved: SavedRun, columns: list[int]) -> Iterator[np.ndarray]:
+    """DATA's features ``[n, D]`` in the model's order, chosen by name (:func:`_named_columns`),
+    streamed when every cell is a number, read whole otherwise (text class labels)."""
+    from ..data.csv_chunks import NotStreamable, feature_chunks
+    from ..data.csv_format import sniff_layout
+    from ..data.tables import check_finite_table, read_csv
+
+    path = Path(data)
+    started = False
+    try:
+        for chunk in feature_chunks(path, sniff_layout(path, data), None, CHUNK_ROWS):
+            started = True
+            yield chunk[:, columns]
+        return
+    except NotStreamable:
+        if started:  # rows are out already
+            raise CommandLineError(f"avdgp predict: DATA {data}: cannot be read") from None
+    target = saved.data.get("target_name")
+    header = sniff_layout(path, data).header or ()
+    labels = target if saved.task == "classification" and target in header else None
+    table = read_csv(path, data, label_column=labels)
+    check_finite_table(table, path, data)
+    yield table.values[:, columns]
 
 
 def _single_column(data: str) -> np.ndarray:
@@ -221,7 +291,13 @@ def predict_command(args) -> int:
     check_output_file("predict", "--out", args.out)
     saved = load_saved_run(args.model_dir, "predict")
     target = args.target if args.target is not None else saved.data.get("target")
-    chunks = _prediction_chunks(saved, _input_chunks(args.data, saved, target), args.batch_size)
+    columns = _named_columns(args.data, saved)
+    inputs = (
+        _input_chunks(args.data, saved, target)
+        if columns is None
+        else _named_chunks(args.data, saved, columns)
+    )
+    chunks = _prediction_chunks(saved, inputs, args.batch_size)
     if args.out is None:
         try:
             for rows in chunks:

@@ -192,12 +192,15 @@ class FitCase:
     task: str = "regression"
     n_test: Optional[int] = None
     check: Optional[Callable[[dict], None]] = None
+    #: the line that says what fit read as target and inputs
+    columns_line: Optional[str] = None
 
 
 def _csv_without_header(tmp: Path, rng) -> FitCase:
     x, y = regression_data(rng, 150, 3)
     path = write_table(tmp / "plain.csv", np.column_stack([x, y]).tolist())
-    return FitCase(path, [], rows=150, dim=3, dataset="plain")
+    line = "  data: target the last column, inputs 3 columns"
+    return FitCase(path, [], rows=150, dim=3, dataset="plain", columns_line=line)
 
 
 def _csv_gz_with_header_and_named_target(tmp: Path, rng) -> FitCase:
@@ -212,7 +215,16 @@ def _csv_gz_with_header_and_named_target(tmp: Path, rng) -> FitCase:
         ratio = record["test_original_units"]["rmse"] / record["test"]["rmse"]
         assert 0.5 * price.std() < ratio < 2.0 * price.std()
 
-    return FitCase(path, ["--target", "price"], rows=140, dim=2, dataset="houses", check=check)
+    line = "  data: target 'price', inputs width, height"
+    return FitCase(
+        path,
+        ["--target", "price"],
+        rows=140,
+        dim=2,
+        dataset="houses",
+        check=check,
+        columns_line=line,
+    )
 
 
 def _npz_with_save(tmp: Path, rng) -> FitCase:
@@ -373,6 +385,8 @@ def test_fit_models_and_formats(capsys, tmp_path, rng, model, rule, sizes, make_
     assert record["label"] == label
     assert out.startswith(f"{label} on {case.dataset} (n_train {record['n_train']}")
     assert "test (standardised units)" in out
+    if case.columns_line is not None:
+        assert case.columns_line in out.splitlines(), out
     if case.check is not None:
         case.check(record)
 
@@ -584,6 +598,7 @@ def bad_files(tmp_path_factory) -> Path:
     good = np.column_stack([x, y]).tolist()
     write_table(folder / "good.csv", good)
     write_table(folder / "header.csv", good, header=["a", "b", "target"])
+    write_table(folder / "y_first.csv", good, header=["y", "width", "altitude"])
     text_cell = [list(row) for row in good]
     text_cell[4][1] = "abc"
     write_table(folder / "text_cell.csv", text_cell)
@@ -620,6 +635,12 @@ BAD_INPUT = [
     ("target-index-too-big", ["fit", "{d}/good.csv", "--target", "3"], "out of range"),
     ("target-index-too-small", ["fit", "{d}/good.csv", "--target", "-4"], "out of range"),
     ("target-unknown-name", ["fit", "{d}/header.csv", "--target", "cost"], "unknown target"),
+    (
+        "target-like-column-passed-over",
+        ["fit", "{d}/y_first.csv"],
+        "y_first.csv: column 'y' looks like the target, but without --target the last column "
+        "'altitude' is; give --target y (or --target altitude to keep it)",
+    ),
     ("target-name-no-header", ["fit", "{d}/good.csv", "--target", "cost"], "has no header"),
     ("target-for-npz", ["fit", "{d}/no_y.npz", "--target", "0"], "cannot be chosen for .npz"),
     ("npz-without-y", ["fit", "{d}/no_y.npz"], "missing array 'y'"),

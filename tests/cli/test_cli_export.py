@@ -306,6 +306,43 @@ def test_predict_bad_data(capsys, regression, tmp_path):
     assert_one_line_cli_error(status, out, err, "absent.csv: no such file or folder")
 
 
+def test_predict_reads_a_csv_with_a_header_by_the_column_names(capsys, regression):
+    """fit saved the names a, b, c (target 'price'); a file naming them in another order, with
+    or without the target, gives the predictions of the training file's order."""
+    x, price, folder = regression["x"][:20], regression["price"][:20], regression["folder"]
+    status, out, err = cli(capsys, "predict", regression["dir"], regression["data"])
+    assert status == 0, err
+    expected = read_csv(out)[1][:20]
+    variants = {
+        "target_between.csv": (["c", "price", "a", "b"], [x[:, 2], price, x[:, 0], x[:, 1]]),
+        "features_only.csv": (["b", "c", "a"], [x[:, 1], x[:, 2], x[:, 0]]),
+    }
+    for name, (header, columns) in variants.items():
+        data = write_csv(folder / name, np.column_stack(columns).tolist(), header=header)
+        status, out, err = cli(capsys, "predict", regression["dir"], data)
+        assert status == 0, (name, err)
+        np.testing.assert_allclose(read_csv(out)[1], expected, rtol=RTOL, err_msg=name)
+
+
+def test_predict_refuses_a_header_that_does_not_name_the_features(capsys, regression, tmp_path):
+    x = regression["x"][:5]
+    cases = {
+        "renamed.csv": (["a", "b", "z"], "missing 'c'; unknown 'z'"),
+        "repeated.csv": (["a", "b", "c", "a"], "repeated 'a'"),
+    }
+    for name, (header, problem) in cases.items():
+        rows = np.column_stack([x, x[:, :1]]) if len(header) == 4 else x
+        data = write_csv(tmp_path / name, rows.tolist(), header=header)
+        status, out, err = cli(capsys, "predict", regression["dir"], data)
+        assert_one_line_cli_error(
+            status,
+            out,
+            err,
+            f"{name}: columns are read by the header's names, a, b, c (and the target "
+            f"'price'); {problem}",
+        )
+
+
 def test_output_paths_are_checked_before_loading(capsys, regression, tmp_path):
     """A bad --out or EXPORT_DIR fails at once, even with a MODEL_DIR that does not exist."""
     nothing = tmp_path / "nothing"
