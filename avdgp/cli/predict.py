@@ -82,11 +82,12 @@ def _features_beside_labels(data: str, num_features: int, target) -> Optional[np
     return np.delete(table.values, table.label_index, axis=1)
 
 
-def _named_columns(data: str, saved: SavedRun) -> Optional[list[int]]:
+def _named_columns(data: str, saved: SavedRun, target: Optional[str]) -> Optional[list[int]]:
     """The file's columns of the model's features, in the model's order, for a CSV file with a
     header and a model whose run saved its feature names; ``None`` otherwise (read by
     position).
 
+    :param target: the name of the target column, left out if the file has it.
     :raises CommandLineError: naming the missing, unknown or repeated columns.
     """
     from ..data.csv_format import DataError, is_number, sniff_layout
@@ -101,7 +102,7 @@ def _named_columns(data: str, saved: SavedRun) -> Optional[list[int]]:
         return None
     if layout.header is None or any(is_number(cell) for cell in layout.header):
         return None  # no header (a row holding a text label is data: 5.1,3.5,setosa)
-    header, target = list(layout.header), saved.data.get("target_name")
+    header = list(layout.header)
     problems = {
         "missing": [name for name in names if name not in header],
         "unknown": [column for column in header if column not in names and column != target],
@@ -121,12 +122,14 @@ def _named_columns(data: str, saved: SavedRun) -> Optional[list[int]]:
     return [header.index(name) for name in names]
 
 
-def _named_chunks(data: str, saved: SavedRun, columns: list[int]) -> Iterator[np.ndarray]:
+def _named_chunks(
+    data: str, saved: SavedRun, columns: list[int], target: Optional[str]
+) -> Iterator[np.ndarray]:
     """DATA's features ``[n, D]`` in the model's order, chosen by name (:func:`_named_columns`),
-    streamed when every cell is a number, read whole otherwise (text class labels)."""
+    streamed when every cell is a number, read whole otherwise (text class labels), as
+    :func:`_input_chunks` does for a file read by position."""
     from ..data.csv_chunks import NotStreamable, feature_chunks
     from ..data.csv_format import sniff_layout
-    from ..data.tables import check_finite_table, read_csv
 
     path = Path(data)
     started = False
@@ -136,14 +139,28 @@ def _named_chunks(data: str, saved: SavedRun, columns: list[int]) -> Iterator[np
             yield chunk[:, columns]
         return
     except NotStreamable:
-        if started:  # rows are out already
+        if started:  # rows are out already: report the whole-file reader's error
+            _named_table(data, saved, columns, target)
             raise CommandLineError(f"avdgp predict: DATA {data}: cannot be read") from None
-    target = saved.data.get("target_name")
+    yield _named_table(data, saved, columns, target)
+
+
+def _named_table(
+    data: str, saved: SavedRun, columns: list[int], target: Optional[str]
+) -> np.ndarray:
+    """The whole file's ``columns`` ``[N, D]``; a classifier's target may hold text labels.
+
+    :raises DataError: naming the first bad row or cell.
+    """
+    from ..data.csv_format import sniff_layout
+    from ..data.tables import check_finite_table, read_csv
+
+    path = Path(data)
     header = sniff_layout(path, data).header or ()
     labels = target if saved.task == "classification" and target in header else None
     table = read_csv(path, data, label_column=labels)
     check_finite_table(table, path, data)
-    yield table.values[:, columns]
+    return table.values[:, columns]
 
 
 def _single_column(data: str) -> np.ndarray:
@@ -291,11 +308,12 @@ def predict_command(args) -> int:
     check_output_file("predict", "--out", args.out)
     saved = load_saved_run(args.model_dir, "predict")
     target = args.target if args.target is not None else saved.data.get("target")
-    columns = _named_columns(args.data, saved)
+    target_name = target if isinstance(target, str) else saved.data.get("target_name")
+    columns = _named_columns(args.data, saved, target_name)
     inputs = (
         _input_chunks(args.data, saved, target)
         if columns is None
-        else _named_chunks(args.data, saved, columns)
+        else _named_chunks(args.data, saved, columns, target_name)
     )
     chunks = _prediction_chunks(saved, inputs, args.batch_size)
     if args.out is None:

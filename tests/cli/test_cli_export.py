@@ -317,9 +317,11 @@ def test_predict_reads_a_csv_with_a_header_by_the_column_names(capsys, regressio
         "target_between.csv": (["c", "price", "a", "b"], [x[:, 2], price, x[:, 0], x[:, 1]]),
         "features_only.csv": (["b", "c", "a"], [x[:, 1], x[:, 2], x[:, 0]]),
     }
+    variants["cost_named.csv"] = (["b", "cost", "a", "c"], [x[:, 1], price, x[:, 0], x[:, 2]])
     for name, (header, columns) in variants.items():
         data = write_csv(folder / name, np.column_stack(columns).tolist(), header=header)
-        status, out, err = cli(capsys, "predict", regression["dir"], data)
+        target = ["--target", "cost"] if "cost" in header else []  # a target named otherwise
+        status, out, err = cli(capsys, "predict", regression["dir"], data, *target)
         assert status == 0, (name, err)
         np.testing.assert_allclose(read_csv(out)[1], expected, rtol=RTOL, err_msg=name)
 
@@ -341,6 +343,20 @@ def test_predict_refuses_a_header_that_does_not_name_the_features(capsys, regres
             f"{name}: columns are read by the header's names, a, b, c (and the target "
             f"'price'); {problem}",
         )
+
+
+def test_predict_by_name_names_a_bad_cell_after_the_first_chunk(
+    capsys, regression, tmp_path, monkeypatch
+):
+    """Rows already streamed when a bad cell comes: the whole-file reader names the cell."""
+    from avdgp.cli import predict
+
+    monkeypatch.setattr(predict, "CHUNK_ROWS", 2)
+    rows = regression["x"][:6].tolist()
+    rows[4][1] = "nan"
+    data = write_csv(tmp_path / "late_nan.csv", rows, header=["a", "b", "c"])
+    status, out, err = cli(capsys, "predict", regression["dir"], data, "--out", tmp_path / "p.csv")
+    assert_one_line_cli_error(status, out, err, "NaN or infinite (first at row 6, column 2")
 
 
 def test_output_paths_are_checked_before_loading(capsys, regression, tmp_path):
