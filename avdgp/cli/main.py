@@ -8,19 +8,14 @@ the traceback of an unexpected error.
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import os
 import sys
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from ..errors import CommandLineError, UsageError
-from .bench import bench_command
-from .demo import demo_command
-from .export import export_command
-from .fit import fit_command
-from .paper import paper_command
 from .parser import build_parser
-from .predict import predict_command
-from .uncertainty import uncertainty_command
 
 __all__ = ["main"]
 
@@ -33,26 +28,22 @@ EXIT_DIVERGED = 3
 EXIT_INTERNAL = 1
 
 
-COMMANDS = {
-    "demo": demo_command,
-    "fit": fit_command,
-    "bench": bench_command,
-    "uncertainty": uncertainty_command,
-    "paper": paper_command,
-    "predict": predict_command,
-    "export": export_command,
-}
+#: The module of each command, imported once its command is parsed (``--help`` imports none).
+COMMANDS = ("demo", "fit", "bench", "uncertainty", "paper", "predict", "export")
+
+
+def _command(name: str) -> Callable[[argparse.Namespace], int]:
+    """``avdgp.cli.<name>.<name>_command``."""
+    return getattr(importlib.import_module(f"{__package__}.{name}"), f"{name}_command")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line; returns the exit status."""
     args = None
-    try:  # TF_CPP_MIN_LOG_LEVEL is set for the CLI by avdgp._quiet_tensorflow
-        import tensorflow as tf
-
-        tf.get_logger().setLevel("ERROR")  # retracing notices are not the user's concern
-        args = build_parser().parse_args(argv)
-        return COMMANDS[args.command](args)
+    try:
+        args = build_parser().parse_args(argv)  # no TensorFlow: --help answers at once
+        _load_tensorflow()
+        return _command(args.command)(args)
     except CommandLineError as error:
         print(str(error), file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -66,6 +57,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if os.environ.get("AVDGP_DEBUG"):
             raise
         return _report(error)
+
+
+def _load_tensorflow() -> None:
+    """Load TensorFlow once the command line is parsed: refuse an address-space limit it cannot
+    start under, hide its start-up notices (:mod:`avdgp._quiet_tensorflow`) and its retracing
+    warnings, which are not the user's concern."""
+    from .._quiet_tensorflow import import_tensorflow_quietly
+    from .._startup import check_address_space
+
+    check_address_space()
+    import_tensorflow_quietly()
+    import tensorflow as tf
+
+    tf.get_logger().setLevel("ERROR")
 
 
 def _is_lost_worker(error: Exception) -> bool:

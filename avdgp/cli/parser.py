@@ -1,20 +1,54 @@
-"""The ``avdgp`` argument parser: every option, its type check and its help text."""
+"""The ``avdgp`` argument parser: every option, its type check, its default and its help text.
+
+Parsing imports neither TensorFlow nor the library (``avdgp --help`` answers at once): the
+choices it needs from them are plain data here, checked against their sources by
+``tests/cli/test_parser.py``.
+"""
 
 from __future__ import annotations
 
 import argparse
-
-from gpflux_avdgp.rules import ModelRule
+import importlib.metadata
 
 from ..errors import CommandLineError
-from ..training.config import MAX_LEARNING_RATE
-from ..training.distribute import STRATEGY_NAMES
 
 __all__ = ["CommandLineError", "build_parser", "checked"]
 
+#: :class:`gpflux_avdgp.rules.ModelRule`'s values.
+RULE_CHOICES = ("ar1", "ar2", "ar2p", "ar2pp")
+
+#: :data:`avdgp.training.distribute.STRATEGY_NAMES`.
+STRATEGY_NAMES = ("default", "mirrored", "multiworker")
+
+#: :data:`avdgp.training.config.MAX_LEARNING_RATE`: Adam keeps the rate in a float32.
+MAX_LEARNING_RATE = 3.4028234663852886e38
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Help that shows every option's default: ``(default: X)`` is appended to an option whose
+    help text does not already say it (a default of ``None`` is stated in the text itself)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if "default" in text or default is None or default is False:
+            return text
+        if default == argparse.SUPPRESS:
+            return text
+        if not action.option_strings:  # positionals have no default
+            return text
+        if isinstance(default, (list, tuple)):
+            default = ",".join(map(str, default))
+        return f"{text} (default: {str(default).replace('%', '%%')})".strip()
+
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that reports a usage error as one line (no usage dump) and exit status 2."""
+    """argparse that reports a usage error as one line (no usage dump) and exit status 2, and
+    shows every option's default in its help."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):  # noqa: D401 - argparse API
         raise CommandLineError(f"{self.prog}: {message} (see '{self.prog} --help')")
@@ -71,9 +105,6 @@ def _target(text: str) -> int | str:
 MODEL_CHOICES = ("avdgp", "sgp-avi", "idsgp", "svgp", "solve-gp", "dsdgp", "dspp")
 
 
-RULE_CHOICES = tuple(rule.value for rule in ModelRule)
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The ``avdgp`` parser: one sub-parser per command, each added by its ``_add_*``."""
     parser = _Parser(
@@ -81,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Amortized variational deep Gaussian processes: demo, fit, benchmark, "
         "predict with and export saved models.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
     for add_command in (
@@ -96,6 +128,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    """The installed package's version (no import of the package, so no TensorFlow)."""
+    try:
+        return importlib.metadata.version("gpflux_avdgp")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+        return "(not installed)"
+
+
+DATA_ROOT_HELP = "folder of UCI data sets (default: $AVDGP_DATA_ROOT, else ../shared/data/uci)"
+
+
 def _add_demo(commands) -> None:
     demo = commands.add_parser(
         "demo",
@@ -103,24 +146,26 @@ def _add_demo(commands) -> None:
         description="Train SGP-AVI and AVDGP with 2 and 3 layers on the toy 'DGP' letters "
         "problem, print test error rates and write PNG figures.",
     )
-    demo.add_argument("--out", default="avdgp-demo", help="output folder (default: avdgp-demo)")
+    demo.add_argument("--out", default="avdgp-demo", help="output folder")
     demo.add_argument(
         "--full",
         action="store_true",
         help="the paper's settings: 40000 training points, 100 epochs, S = 32 (slow on CPU)",
     )
-    demo.add_argument("--epochs", type=_positive_int, help="epochs per model (default 40)")
+    demo.add_argument(
+        "--epochs", type=_positive_int, help="epochs per model (default: 40; --full: 100)"
+    )
     demo.add_argument(
         "--rows",
         "--num-points",  # its name before 24 November 2026, kept for scripts
         dest="rows",
         type=_positive_int,
-        help="rows generated, split 3:2:1 (default 12000)",
+        help="rows generated, split 3:2:1 (default: 12000; --full: 80000)",
     )
     demo.add_argument(
-        "--total-inducing", type=_positive_int, help="|M| summed over layers (default 32)"
+        "--total-inducing", type=_positive_int, help="|M| summed over layers (default: 32)"
     )
-    demo.add_argument("--seed", type=int, default=0, help="data and model seed (default 0)")
+    demo.add_argument("--seed", type=int, default=0, help="data and model seed")
     demo.add_argument(
         "--preset",
         choices=("default", "paper"),
@@ -128,7 +173,7 @@ def _add_demo(commands) -> None:
         help="'default': the package's defaults; 'paper': the paper's settings (inducing points "
         "start as noisy copies of the input, constant learning rate)",
     )
-    demo.add_argument("--quiet", action="store_true", help="no progress output")
+    demo.add_argument("--quiet", action="store_true", help="no progress output (results only)")
 
 
 def _add_fit(commands) -> None:
@@ -140,9 +185,17 @@ def _add_fit(commands) -> None:
         "regression targets) are standardised with training statistics; metrics are "
         "reported in standardised units and in original units.",
     )
-    fit.add_argument("data", metavar="DATA")
     fit.add_argument(
-        "--target", type=_target, default=-1, help="target column: index or header name (-1)"
+        "data",
+        metavar="DATA",
+        help="CSV or CSV.gz file (header optional), .npz with X and y, UCI folder, or CSV shards "
+        "(folder or glob pattern)",
+    )
+    fit.add_argument(
+        "--target",
+        type=_target,
+        default=-1,
+        help="target column: index or header name (default: -1, the last column)",
     )
     fit.add_argument(
         "--task",
@@ -151,33 +204,65 @@ def _add_fit(commands) -> None:
         help="classification reads the target as class labels, numbers or text: 2 classes "
         "by a Bernoulli (probit) likelihood, more by GPflow's MultiClass (RobustMax)",
     )
-    fit.add_argument("--model", choices=MODEL_CHOICES, default="avdgp")
-    fit.add_argument("--rule", choices=RULE_CHOICES, default="ar2p", help="avdgp rule (ar2p)")
+    fit.add_argument("--model", choices=MODEL_CHOICES, default="avdgp", help="model family")
+    fit.add_argument(
+        "--rule",
+        choices=RULE_CHOICES,
+        default="ar2p",
+        help="amortization rule of avdgp: ar1, ar2 (Monte Carlo), ar2p (learnable sigma "
+        "points), ar2pp (sigma points, predictive objective)",
+    )
     fit.add_argument("--layers", type=_positive_int, default=3, help="GP layers (deep models)")
-    fit.add_argument("--hidden-dims", type=_int_list, help="intermediate widths (16,4)")
+    fit.add_argument(
+        "--hidden-dims",
+        type=_int_list,
+        help="intermediate widths (default: 16,4 for 3 layers, 16,4,... for more)",
+    )
     fit.add_argument(
         "--inducing",
         type=_int_list,
-        help="inducing points per layer (8,4,4); solve-gp: M1,M2 (512,512)",
+        help="inducing points per layer (default: avdgp 8,4,4; sgp-avi, idsgp 16; svgp 256; "
+        "dsdgp, dspp 256,128,128; solve-gp M1,M2 512,512)",
     )
-    fit.add_argument("--points", type=_positive_int, default=32, help="S, sigma points (32)")
-    fit.add_argument("--epochs", type=_positive_int, default=100)
-    fit.add_argument("--batch-size", type=_positive_int, default=100)
+    fit.add_argument("--points", type=_positive_int, default=32, help="S, sigma points")
+    fit.add_argument("--epochs", type=_positive_int, default=100, help="training epochs")
+    fit.add_argument("--batch-size", type=_positive_int, default=100, help="rows per step")
     _add_preset_arguments(fit)
     _add_steps_per_execution(fit)
-    fit.add_argument("--seed", type=int, default=0)
-    fit.add_argument("--split", type=int, help="test-mask column of a UCI folder")
-    fit.add_argument("--test-fraction", type=_fraction, default=0.1)
-    fit.add_argument("--val-fraction", type=_fraction, default=0.1)
+    fit.add_argument("--seed", type=int, default=0, help="split and model seed")
+    fit.add_argument(
+        "--split",
+        type=int,
+        help="test-mask column of a UCI folder (default: a random split by --seed)",
+    )
+    fit.add_argument(
+        "--test-fraction", type=_fraction, default=0.1, help="share of rows held out for testing"
+    )
+    fit.add_argument(
+        "--val-fraction",
+        type=_fraction,
+        default=0.1,
+        help="share of the other rows kept to pick the best epoch",
+    )
     fit.add_argument(
         "--test-data",
         metavar="SHARDS",
-        help="test CSV shards (glob pattern, folder or file); streams DATA as training shards",
+        help="test CSV shards (glob pattern, folder or file); streams DATA as training shards "
+        "(default: none, the test rows come from DATA)",
     )
-    fit.add_argument("--dtype", choices=("float64", "float32"), default="float64")
-    fit.add_argument("--save", metavar="DIR", help="save weights, model and run.json here")
-    fit.add_argument("--json", metavar="FILE", help="write the result record as JSON")
-    fit.add_argument("--quiet", action="store_true", help="no progress output")
+    fit.add_argument(
+        "--dtype", choices=("float64", "float32"), default="float64", help="float type"
+    )
+    fit.add_argument(
+        "--save",
+        metavar="DIR",
+        help="save weights, model and run.json here, for 'avdgp predict' and 'avdgp export' "
+        "(default: not saved)",
+    )
+    fit.add_argument(
+        "--json", metavar="FILE", help="write the result record as JSON (default: none)"
+    )
+    fit.add_argument("--quiet", action="store_true", help="no progress output (results only)")
     fit.add_argument(
         "--strategy",
         choices=STRATEGY_NAMES,
@@ -204,15 +289,19 @@ def _add_bench(commands) -> None:
         help="comma-separated models (avdgp-ar1|ar2|ar2p|ar2pp, svgp, solve-gp, dsdgp, dspp, "
         "idsgp, sgp-avi)",
     )
-    bench.add_argument("--seeds", type=_int_list, default=[0, 1, 2, 3, 4])
-    bench.add_argument("--epochs", type=_positive_int, default=100)
+    bench.add_argument("--seeds", type=_int_list, default=[0, 1, 2, 3, 4], help="seeds")
+    bench.add_argument("--epochs", type=_positive_int, default=100, help="epochs per run")
     _add_preset_arguments(bench)
     _add_steps_per_execution(bench)
-    bench.add_argument("--dtype", choices=("float64", "float32"), default="float64")
-    bench.add_argument("--max-rows", type=_positive_int, help="subsample larger data sets")
-    bench.add_argument("--data-root", help="folder of UCI data sets (../shared/data/uci)")
-    bench.add_argument("--out", default="avdgp-bench", help="output folder (avdgp-bench)")
-    bench.add_argument("--quiet", action="store_true", help="no progress output")
+    bench.add_argument(
+        "--dtype", choices=("float64", "float32"), default="float64", help="float type"
+    )
+    bench.add_argument(
+        "--max-rows", type=_positive_int, help="subsample larger data sets (default: all rows)"
+    )
+    bench.add_argument("--data-root", help=DATA_ROOT_HELP)
+    bench.add_argument("--out", default="avdgp-bench", help="output folder")
+    bench.add_argument("--quiet", action="store_true", help="no progress output (results only)")
 
 
 def _add_uncertainty(commands) -> None:
@@ -227,27 +316,27 @@ def _add_uncertainty(commands) -> None:
     command.add_argument(
         "--problems",
         default="far,gap,concrete",
-        help="comma-separated: far, gap, UCI names or paths (far,gap,concrete)",
+        help="comma-separated: far, gap, UCI names or paths",
     )
     command.add_argument(
         "--models",
         default="avdgp-ar2p,avdgp-ar2pp,svgp,dsdgp,dspp",
-        help="comma-separated models, as for bench (avdgp-ar2p,avdgp-ar2pp,svgp,dsdgp,dspp)",
+        help="comma-separated models, as for bench",
     )
-    command.add_argument("--seeds", type=_int_list, default=[0, 1, 2], help="(0,1,2)")
-    command.add_argument("--epochs", type=_positive_int, default=100, help="(100)")
+    command.add_argument("--seeds", type=_int_list, default=[0, 1, 2], help="seeds")
+    command.add_argument("--epochs", type=_positive_int, default=100, help="epochs per run")
     command.add_argument(
-        "--preset", choices=("default", "paper"), default="default", help="(default)"
-    )
-    command.add_argument(
-        "--column", type=int, default=0, help="input column the shift cuts (0, the first)"
+        "--preset", choices=("default", "paper"), default="default", help="settings, as for fit"
     )
     command.add_argument(
-        "--quantile", type=float, default=0.8, help="train below this quantile of it (0.8)"
+        "--column", type=int, default=0, help="input column the shift cuts, from 0"
     )
-    command.add_argument("--data-root", help="folder of UCI data sets (../shared/data/uci)")
-    command.add_argument("--out", default="avdgp-uncertainty", help="(avdgp-uncertainty)")
-    command.add_argument("--quiet", action="store_true", help="no progress output")
+    command.add_argument(
+        "--quantile", type=float, default=0.8, help="train below this quantile of it"
+    )
+    command.add_argument("--data-root", help=DATA_ROOT_HELP)
+    command.add_argument("--out", default="avdgp-uncertainty", help="output folder")
+    command.add_argument("--quiet", action="store_true", help="no progress output (results only)")
 
 
 PAPER_TABLES = ("table1", "table2", "table3", "table4", "table5", "inference-ablation")
@@ -276,20 +365,26 @@ def _add_paper(commands) -> None:
         help="'default': the package's settings (best validation epoch, patience 20); "
         "'paper': the paper's (last epoch, mean-field q(u) for DS-DGP and DSPP)",
     )
-    paper.add_argument("--seeds", type=_int_list, help="instead of the budget's (0,1,2)")
-    paper.add_argument("--datasets", help="comma-separated UCI names instead of the table's")
-    paper.add_argument("--data-root", help="folder of UCI data sets (../shared/data/uci)")
-    paper.add_argument("--sizes", type=_int_list, help="table2: the |M| rows (16,32,64,128)")
+    paper.add_argument(
+        "--seeds", type=_int_list, help="seeds (default: the budget's, reduced 0,1,2)"
+    )
+    paper.add_argument(
+        "--datasets", help="comma-separated UCI names (default: the table's data sets)"
+    )
+    paper.add_argument("--data-root", help=DATA_ROOT_HELP)
+    paper.add_argument(
+        "--sizes", type=_int_list, help="table2: the |M| rows (default: 16,32,64,128)"
+    )
     paper.add_argument(
         "--models",
         help="UCI tables: comma-separated models of the table to train (default all; the table "
         "shows all)",
     )
-    paper.add_argument("--out", default="avdgp-paper", help="output folder (avdgp-paper)")
+    paper.add_argument("--out", default="avdgp-paper", help="output folder")
     paper.add_argument(
         "--render-only", action="store_true", help="write the table from the runs there are"
     )
-    paper.add_argument("--quiet", action="store_true", help="no progress output")
+    paper.add_argument("--quiet", action="store_true", help="no progress output (results only)")
 
 
 def _add_predict(commands) -> None:
@@ -303,13 +398,21 @@ def _add_predict(commands) -> None:
         "probability,label (two classes: p of the second label) or label,p_<label>,... "
         "(more classes), one row per DATA row; labels as in the training data.",
     )
-    predict.add_argument("model_dir", metavar="MODEL_DIR")
-    predict.add_argument("data", metavar="DATA")
+    predict.add_argument("model_dir", metavar="MODEL_DIR", help="folder of 'avdgp fit --save'")
+    predict.add_argument(
+        "data",
+        metavar="DATA",
+        help="rows to predict: a CSV file (read by the header's names if it has one), or .npz",
+    )
     predict.add_argument("--out", metavar="FILE", help="CSV file to write (default: stdout)")
     predict.add_argument(
-        "--target", type=_target, help="target column of DATA with D + 1 columns (as in fit)"
+        "--target",
+        type=_target,
+        help="target column of DATA with D + 1 columns, left out (default: the one fit used)",
     )
-    predict.add_argument("--batch-size", type=_positive_int, default=1000)
+    predict.add_argument(
+        "--batch-size", type=_positive_int, default=1000, help="rows predicted at once"
+    )
 
 
 def _add_export(commands) -> None:
@@ -320,8 +423,10 @@ def _add_export(commands) -> None:
         "and log_density that serves with TensorFlow alone (no gpflux_avdgp, GPflow or "
         "GPflux). It takes raw features and answers in the targets' original units.",
     )
-    export.add_argument("model_dir", metavar="MODEL_DIR")
-    export.add_argument("export_dir", metavar="EXPORT_DIR")
+    export.add_argument("model_dir", metavar="MODEL_DIR", help="folder of 'avdgp fit --save'")
+    export.add_argument(
+        "export_dir", metavar="EXPORT_DIR", help="folder to write the SavedModel to (new)"
+    )
 
 
 def _add_steps_per_execution(parser: argparse.ArgumentParser) -> None:
@@ -331,7 +436,7 @@ def _add_steps_per_execution(parser: argparse.ArgumentParser) -> None:
         default=1,
         metavar="K",
         help="training steps per call of Keras' train function: same results, less per-step "
-        "overhead (1; e.g. 10 for small models; a NaN is then located to K batches)",
+        "overhead (e.g. 10 for small models; a NaN is then located to K batches)",
     )
 
 
@@ -346,7 +451,9 @@ def _add_preset_arguments(parser: argparse.ArgumentParser) -> None:
         "the AVDGP paper's exact settings (docs/experiments/learning.md lists the differences)",
     )
     parser.add_argument(
-        "--learning-rate", type=_learning_rate, help="Adam's (initial) step size (0.005)"
+        "--learning-rate",
+        type=_learning_rate,
+        help="Adam's (initial) step size (default: 0.005)",
     )
     parser.add_argument(
         "--schedule",

@@ -15,7 +15,8 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 from helpers import assert_one_line_cli_error, run_cli, write_shard
 
-from avdgp.cli.main import COMMANDS, main
+from avdgp.cli import demo
+from avdgp.cli.main import main
 from avdgp.data import DataError
 from avdgp.errors import CommandLineError, UsageError
 from avdgp.training import TrainingDiverged
@@ -256,7 +257,7 @@ def test_main_maps_each_error_type_to_its_exit_status(monkeypatch, capsys, error
     def failing_command(args):
         raise error
 
-    monkeypatch.setitem(COMMANDS, "demo", failing_command)
+    monkeypatch.setattr(demo, "demo_command", failing_command)
     monkeypatch.delenv("AVDGP_DEBUG", raising=False)
     assert main(["demo"]) == status
     (line,) = capsys.readouterr().err.strip().splitlines()
