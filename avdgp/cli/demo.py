@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from .common import progress_stream
 
 __all__ = ["demo_command"]
@@ -18,5 +20,5 @@ def demo_command(args) -> int:
         seed=args.seed,
         preset=args.preset,
     )
-    run_demo(settings, args.out, stream=progress_stream(args))
+    run_demo(settings, args.out, stream=progress_stream(args), report=sys.stdout)
     return 0

@@ -451,8 +451,8 @@ def test_fit_diverged_training_exits_3(capsys, tmp_path, rng):
 
 @pytest.mark.slow
 def test_demo_writes_figures_and_error_rates(capsys, tmp_path):
-    out = tmp_path / "demo"
-    status, _, err = cli(
+    out_dir = tmp_path / "demo"
+    status, out, err = cli(
         capsys,
         "demo",
         "--epochs",
@@ -462,13 +462,21 @@ def test_demo_writes_figures_and_error_rates(capsys, tmp_path):
         "--total-inducing",
         "8",
         "--out",
-        out,
+        out_dir,
     )
     assert status == 0, err
-    assert "Test error rates" in err  # progress and summary go to stderr
+    # progress on stderr, results on stdout
+    assert "Training SGP-AVI" in err and "[AVDGP-3L] epoch 1/1" in err
+    assert "Test error rates" not in err and "epoch" not in out
+    assert (
+        "Test error rates (paper, Table 2" in out
+        and f"Figures and results.json in {out_dir}/" in out
+    )
+    for title in ("SGP-AVI", "AVDGP-2L", "AVDGP-3L"):
+        assert f"{title}: test error rate " in out
     for name in ("training_data.png", "predictive_probability.png", "inducing_points.png"):
-        assert_png(out / name)
-    summary = strict_json((out / "results.json").read_text())
+        assert_png(out_dir / name)
+    summary = strict_json((out_dir / "results.json").read_text())
     assert summary["settings"]["epochs"] == 1 and summary["settings"]["num_rows"] == 300
     assert 0 < summary["n_train"] + summary["n_test"] <= 300
     results = summary["results"]
@@ -483,7 +491,7 @@ def test_demo_writes_figures_and_error_rates(capsys, tmp_path):
         "predictive_probability.png",
         "training_data.png",
     ]
-    assert_png(out / "learning_curves.png")
+    assert_png(out_dir / "learning_curves.png")
     for title, scores in results.items():  # the curve ends at the last step with the result
         steps, errors = zip(*scores["test_error_curve"])
         assert list(steps) == sorted(steps) and steps[-1] == 2  # 150 training rows, batch 100
@@ -814,6 +822,19 @@ def test_unwritable_outputs_fail_before_training(capsys, tmp_path, rng):
     a_file.write_text("x")
     status, out, err = cli(capsys, "fit", str(data), "--save", str(a_file), "--quiet")
     assert_one_line_cli_error(status, out, err, "is a file, expected a folder")
+
+
+@pytest.mark.slow
+def test_demo_quiet_prints_its_results_and_nothing_else(capsys, tmp_path):
+    out_dir = tmp_path / "demo"
+    args = ("demo", "--quiet", "--epochs", "1", "--rows", "300", "--total-inducing", "8")
+    status, out, err = cli(capsys, *args, "--out", out_dir)
+    assert status == 0 and err == ""
+    lines = out.splitlines()
+    assert [line.split(":")[0] for line in lines[:3]] == ["SGP-AVI", "AVDGP-2L", "AVDGP-3L"]
+    assert lines[4].startswith("Test error rates (paper, Table 2")
+    assert lines[-1] == f"Figures and results.json in {out_dir}/"
+    assert len(lines) == 9
 
 
 def test_demo_with_bad_settings_writes_nothing(capsys, tmp_path):

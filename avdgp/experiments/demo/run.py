@@ -123,19 +123,25 @@ def run_demo(
     out_dir: Path | str = "avdgp-demo",
     *,
     stream: Optional[TextIO] = sys.stderr,
+    report: Optional[TextIO] = sys.stdout,
     grid_size: int = 150,
 ) -> dict:
     """Run the demo; returns ``{"settings", "results": {model: {...}}, "figures": [...]}``.
 
-    Progress goes to ``stream``; figures and ``results.json`` go to ``out_dir``.
+    Progress (what is trained, one line per epoch) goes to ``stream``, the results (each
+    model's test scores, the table beside the paper's, where the figures are) to ``report``;
+    ``None`` silences either. Figures and ``results.json`` go to ``out_dir``.
     """
     specs = _specs(settings)  # validate before writing anything
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
 
-    def say(text: str) -> None:
-        if stream is not None:
-            print(text, file=stream, flush=True)
+    def say(text: str, to: Optional[TextIO] = stream) -> None:
+        if to is not None:
+            print(text, file=to, flush=True)
+
+    def result(text: str) -> None:
+        say(text, report)
 
     split = toy_splits(check_positive_int("num_rows", settings.num_rows), settings.seed)
     say(
@@ -183,7 +189,7 @@ def run_demo(
             "num_inducing": spec.resolved_inducing(),
             "test_error_curve": curves[title],
         }
-        say(
+        result(
             f"{title}: test error rate {100 * scores['error_rate']:.2f}%, "
             f"NLL {scores['nll']:.3f}, Brier {scores['brier']:.3f} ({seconds:.0f} s)"
         )
@@ -210,11 +216,11 @@ def run_demo(
         "figures": [str(path) for path in figures],
     }
     (out / "results.json").write_text(json.dumps(summary, indent=2))
-    say("")
-    say("Test error rates (paper, Table 2, |M| = 32: SGP-AVI 7.63%, 2L 4.40%, 3L 4.14%):")
+    result("")
+    result("Test error rates (paper, Table 2, |M| = 32: SGP-AVI 7.63%, 2L 4.40%, 3L 4.14%):")
     for title, scores in results.items():
-        say(f"  {title:<9} {100 * scores['error_rate']:6.2f}%")
-    say(f"Figures and results.json in {out}/")
+        result(f"  {title:<9} {100 * scores['error_rate']:6.2f}%")
+    result(f"Figures and results.json in {out}/")
     return summary
 
 
