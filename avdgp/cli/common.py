@@ -17,6 +17,8 @@ __all__ = [
     "check_output_paths",
     "checked_model_names",
     "one_line",
+    "kept_epoch_line",
+    "print_next_commands",
     "print_record",
     "progress_stream",
     "write_failure",
@@ -112,19 +114,51 @@ def writing_atomically(path: Path, command: str, option: str) -> Iterator[IO[str
 
 
 def print_record(record) -> None:
-    """Print a :class:`~avdgp.training.record.RunRecord`: sizes, test scores, seconds."""
+    """Print a :class:`~avdgp.training.record.RunRecord`: sizes, test scores, the epoch whose
+    weights were kept, seconds."""
     scores = ", ".join(f"{key} {value:.4f}" for key, value in record.test.items())
     print(
         f"{record.label} on {record.dataset} (n_train {record.n_train}, n_test "
         f"{record.n_test}, D {record.dim}, {record.epochs} epochs)"
     )
-    print(f"  test (standardised units): {scores}")
+    if record.task == "classification":
+        print(f"  test: {scores}")
+    else:
+        print(f"  test (standardised units): {scores}")
     if record.test_original_units:
         original = ", ".join(
             f"{key} {value:.4f}" for key, value in record.test_original_units.items()
         )
         print(f"  test (original units):     {original}")
+    print(f"  {kept_epoch_line(record)}")
     print(
         f"  {record.train_seconds_per_epoch:.2f} s/epoch (first epoch "
         f"{record.first_epoch_seconds:.1f} s), predict {record.predict_seconds:.2f} s"
     )
+
+
+def kept_epoch_line(record) -> str:
+    """Which epoch's weights the scores are of, and its validation NLL, e.g. ``kept epoch 57
+    of 77 (lowest validation NLL 0.1234, standardised units; stopped after 20 epochs without a
+    lower one)`` or ``kept the last epoch, 100 (validation NLL 0.2100)``."""
+    units = ", standardised units" if record.task != "classification" else ""
+    val_nll = None if not record.val else record.val.get("nll")
+    if record.best_epoch is not None:
+        text = f"kept epoch {record.best_epoch} of {record.stopped_epoch}"
+        details = [] if val_nll is None else [f"lowest validation NLL {val_nll:.4f}{units}"]
+        if record.stopped_epoch < record.epochs:
+            details.append(
+                f"stopped after {record.stopped_epoch - record.best_epoch} epochs without a "
+                "lower one"
+            )
+        return text + (f" ({'; '.join(details)})" if details else "")
+    text = f"kept the last epoch, {record.stopped_epoch}"
+    return text + ("" if val_nll is None else f" (validation NLL {val_nll:.4f}{units})")
+
+
+def print_next_commands(save_dir: str, data: str) -> None:
+    """After ``fit --save``: where the run is and the commands that use it."""
+    folder = Path(save_dir)
+    print(f"  saved in {folder}/ (model.keras, weights, run.json); next:")
+    print(f"    avdgp predict {folder} {data} --out predictions.csv")
+    print(f"    avdgp export {folder} {folder.parent / (folder.name + '-serving')}")

@@ -14,7 +14,13 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import CommandLineError
-from .common import check_output_paths, one_line, print_record, progress_stream
+from .common import (
+    check_output_paths,
+    one_line,
+    print_next_commands,
+    print_record,
+    progress_stream,
+)
 from .parser import checked
 
 __all__ = ["fit_command"]
@@ -35,7 +41,7 @@ def fit_command(args) -> int:
     chief = strategy is None or is_chief(strategy)
     classification = args.task == "classification"
     # classification: targets are class indices, ``classes`` the labels (numbers or text)
-    dataset = load_dataset(args.data, target=args.target, class_labels=classification)
+    dataset = _hinting_task(args, load_dataset, args.data)
     _check_target_choice(args, dataset)
     classes = list(dataset.classes) if classification else None
     split = split_dataset(
@@ -68,6 +74,26 @@ def fit_command(args) -> int:
             print(f"avdgp fit: {worker_name(strategy)} finished", file=sys.stderr)
         return 0
     return _finish(args, record, _columns_line(args, dataset))
+
+
+def _hinting_task(args, read, data):
+    """``read(data, target=..., class_labels=...)`` as ``--task`` asks; a regression read that
+    fails on text which is valid as class labels says ``--task classification`` is the fix."""
+    from ..data import DataError
+
+    classification = args.task == "classification"
+    try:
+        return read(data, target=args.target, class_labels=classification)
+    except DataError as error:
+        if classification or "is not a number" not in str(error):
+            raise
+        try:
+            read(data, target=args.target, class_labels=True)
+        except DataError:
+            raise error from None
+        raise DataError(
+            f"{error}; the target column holds text: for class labels give --task " "classification"
+        ) from None
 
 
 #: Header names that say "target": passed over as an input only when ``--target`` says so.
@@ -252,8 +278,8 @@ def _fit_streaming(args) -> int:
         )
     config = dataclasses.replace(train_config(args), restore_best=False, patience=None)
     train_shards, test_shards = _train_and_test_shards(args)
-    train = scan_csv_shards(train_shards, target=args.target, class_labels=classification)
-    test = scan_csv_shards(test_shards, target=args.target, class_labels=classification)
+    train = _hinting_task(args, scan_csv_shards, train_shards)
+    test = _hinting_task(args, scan_csv_shards, test_shards)
     classes = None
     if classification:
         classes = train.target_classes()
@@ -308,6 +334,8 @@ def _finish(args, record, columns_line: Optional[str] = None) -> int:
     print_record(record)
     if columns_line is not None:
         print(columns_line)
+    if args.save:
+        print_next_commands(args.save, args.data)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(record.as_dict(), indent=2))

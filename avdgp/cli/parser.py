@@ -395,8 +395,8 @@ def _add_predict(commands) -> None:
         "MODEL_DIR, in the targets' original units. DATA has the model's D feature columns, "
         "or D + 1 with the target column (dropped; --target picks it, default: the one "
         "used by 'fit'). Writes CSV: mean,std,lower_95,upper_95 (regression), "
-        "probability,label (two classes: p of the second label) or label,p_<label>,... "
-        "(more classes), one row per DATA row; labels as in the training data.",
+        "label,p_<label>,... (classification: the most probable label and each class's "
+        "probability), one row per DATA row; labels as in the training data.",
     )
     predict.add_argument("model_dir", metavar="MODEL_DIR", help="folder of 'avdgp fit --save'")
     predict.add_argument(

@@ -274,8 +274,8 @@ def _prediction_rows(saved: SavedRun, inputs: np.ndarray, batch_size: int) -> li
 
 
 def _class_rows(probabilities: np.ndarray, classes: Optional[list]) -> list[list[str]]:
-    """The CSV rows of a classifier: ``probability,label`` for two classes (``p`` of the
-    second class), ``label,p_<label>...`` (one probability per class) for more; labels as the
+    """The CSV rows of a classifier: ``label,p_<label>...``, the most probable label and one
+    probability per class, each column named after its class (two classes too); labels as the
     training data wrote them.
 
     :param probabilities: ``[N, 1]`` (Bernoulli) or ``[N, K]``.
@@ -292,10 +292,8 @@ def _class_rows(probabilities: np.ndarray, classes: Optional[list]) -> list[list
             f"{num_classes}"
         )
     names = [format_label(value) for value in classes]
-    if binary:
-        rows = [["probability", "label"]]
-        rows += [[_format(p), names[int(p > 0.5)]] for p in probabilities[:, 0]]
-        return rows
+    if binary:  # p of the second class: the first's is its complement
+        probabilities = np.concatenate([1.0 - probabilities, probabilities], axis=1)
     rows = [["label"] + [f"p_{name}" for name in names]]
     for row in probabilities:
         rows.append([names[int(np.argmax(row))]] + [_format(p) for p in row])

@@ -16,7 +16,8 @@ __all__ = ["EpochProgress"]
 
 
 class EpochProgress(tf_keras.callbacks.Callback):
-    """One line per epoch (loss, seconds, ETA) and the wall-clock time of each epoch.
+    """One line per epoch (loss, seconds, ETA from the second epoch) and the wall-clock time of
+    each epoch.
 
     Raises :class:`TrainingDiverged` at the end of an epoch whose loss is not finite.
 
@@ -34,6 +35,16 @@ class EpochProgress(tf_keras.callbacks.Callback):
         self.epoch, self.batch = 0, 0
         self.steps_per_execution = 1  # batches per train-function call, set by fit_model
 
+    def _time_left(self, epochs_left: int) -> str:
+        """`` (ETA 85 s)`` from the epochs after the first of this run (the first traces the
+        step and takes many times longer); after the first: when the ETA comes; at the end:
+        nothing."""
+        if epochs_left <= 0:
+            return ""
+        if len(self.seconds) < 2:
+            return " (tracing included; ETA after the next epoch)"
+        return f" (ETA {np.mean(self.seconds[1:]) * epochs_left:.0f} s)"
+
     def on_epoch_begin(self, epoch: int, logs: Optional[dict] = None) -> None:
         self._start = time.perf_counter()
         if self.first_epoch is None:
@@ -49,11 +60,9 @@ class EpochProgress(tf_keras.callbacks.Callback):
         self.losses.append(loss)
         total = self.params.get("epochs", len(self.seconds))
         if self.stream is not None:
-            steady = self.seconds[1:] or self.seconds
-            eta = np.mean(steady) * (total - epoch - 1)
             print(
                 f"[{self.label}] epoch {epoch + 1}/{total} loss {loss:.4f} "
-                f"{self.seconds[-1]:.1f} s (ETA {eta:.0f} s)",
+                f"{self.seconds[-1]:.1f} s{self._time_left(total - epoch - 1)}",
                 file=self.stream,
                 flush=True,
             )

@@ -384,7 +384,16 @@ def test_fit_models_and_formats(capsys, tmp_path, rng, model, rule, sizes, make_
     label = f"avdgp-{rule}" if rule else model
     assert record["label"] == label
     assert out.startswith(f"{label} on {case.dataset} (n_train {record['n_train']}")
-    assert "test (standardised units)" in out
+    if case.task == "classification":
+        assert "  test: nll " in out.splitlines()[1] and "units" not in out
+    else:
+        assert out.splitlines()[1].startswith("  test (standardised units): nll ")
+    kept = (
+        f"  kept the last epoch, {record['stopped_epoch']}"
+        if record["best_epoch"] is None
+        else f"  kept epoch {record['best_epoch']} of {record['stopped_epoch']}"
+    )
+    assert any(line.startswith(kept) for line in out.splitlines()), out
     if case.columns_line is not None:
         assert case.columns_line in out.splitlines(), out
     if case.check is not None:

@@ -81,10 +81,15 @@ def test_iris_text_labels_fit_and_come_back_from_predict(capsys, tmp_path):
     assert np.mean(labels == _iris_species()) > 0.8
 
 
-def test_class_rows_keep_the_binary_layout_and_name_k_classes():
-    binary = _class_rows(np.array([[0.2], [0.7]]), ["no", "yes"])
-    assert binary == [["probability", "label"], ["0.2", "no"], ["0.7", "yes"]]
-    assert _class_rows(np.array([[0.6]]), None)[1] == ["0.6", "1"]  # runs without labels
+def test_class_rows_name_each_probability_after_its_class():
+    binary = _class_rows(np.array([[0.25], [0.75], [0.5]]), ["no", "yes"])
+    assert binary == [
+        ["label", "p_no", "p_yes"],
+        ["no", "0.75", "0.25"],
+        ["yes", "0.25", "0.75"],
+        ["no", "0.5", "0.5"],  # a tie: the first class, as p > 0.5 decides the second
+    ]
+    assert _class_rows(np.array([[0.75]]), None)[1] == ["1", "0.25", "0.75"]  # no labels saved
     rows = _class_rows(np.array([[0.1, 0.3, 0.6]]), [1.0, 2.0, 5.0])
     assert rows == [["label", "p_1", "p_2", "p_5"], ["5", "0.1", "0.3", "0.6"]]
     with pytest.raises(CommandLineError, match="run.json lists 2 classes, the model predicts 3"):
@@ -93,7 +98,21 @@ def test_class_rows_keep_the_binary_layout_and_name_k_classes():
 
 def test_text_labels_need_the_classification_task(capsys):
     status, out, err = run_cli(capsys, ["fit", IRIS, "--quiet"])
-    assert_one_line_cli_error(status, out, err, "row 2, column 5 ('setosa') is not a number")
+    assert_one_line_cli_error(
+        status,
+        out,
+        err,
+        "row 2, column 5 ('setosa') is not a number; the target column holds text: for class "
+        "labels give --task classification",
+    )
+
+
+def test_text_in_an_input_column_gets_no_task_hint(capsys, tmp_path):
+    data = tmp_path / "d.csv"
+    data.write_text("a,b,y\n1,2,3\n1,red,4\n")
+    status, out, err = run_cli(capsys, ["fit", data, "--quiet"])
+    assert_one_line_cli_error(status, out, err, "row 3, column 2 ('red') is not a number")
+    assert "--task" not in err
 
 
 @pytest.mark.slow
@@ -135,9 +154,10 @@ def test_binary_text_labels_are_written_back(capsys, tmp_path, rng):
     status, _, err = run_cli(capsys, ["predict", tmp_path / "run", data, "--out", tmp_path / "p"])
     assert status == 0, err
     rows = _read_csv(tmp_path / "p")
-    assert rows[0] == ["probability", "label"]  # p of the second label, "yes"
-    written = np.array([row[1] for row in rows[1:]])
-    p_yes = np.array([float(row[0]) for row in rows[1:]])
+    assert rows[0] == ["label", "p_no", "p_yes"]
+    written = np.array([row[0] for row in rows[1:]])
+    p_no, p_yes = np.array([[float(p) for p in row[1:]] for row in rows[1:]]).T
+    np.testing.assert_allclose(p_no + p_yes, 1.0, rtol=1e-12)
     np.testing.assert_array_equal(written, np.where(p_yes > 0.5, "yes", "no"))
     assert np.mean(written == label) > 0.9
 

@@ -9,6 +9,7 @@ and every kind of bad input must end with one line on stderr and exit status 2.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -59,11 +60,20 @@ def regression(tmp_path_factory):
     price = 500.0 + 100.0 * (np.sin(x[:, 0]) + 0.5 * x[:, 1]) + 10.0 * rng.normal(size=120)
     rows = np.column_stack([x[:, 0], price, x[:, 1:]]).tolist()
     data = write_csv(folder / "houses.csv", rows, header=["a", "price", "b", "c"])
-    status = main(
-        ["fit", str(data), "--target", "price", *DEEP, *TINY, "--save", str(folder / "m")]
-    )
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        status = main(
+            ["fit", str(data), "--target", "price", *DEEP, *TINY, "--save", str(folder / "m")]
+        )
     assert status == 0
-    return {"dir": folder / "m", "data": data, "x": x, "price": price, "folder": folder}
+    return {
+        "dir": folder / "m",
+        "data": data,
+        "x": x,
+        "price": price,
+        "folder": folder,
+        "stdout": printed.getvalue(),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -86,6 +96,20 @@ def regression_export(regression):
     path = regression["folder"] / "export"
     assert main(["export", str(regression["dir"]), str(path)]) == 0
     return path, tf.saved_model.load(str(path))
+
+
+def test_fit_says_what_it_read_kept_and_saved_and_what_to_run_next(regression):
+    lines = regression["stdout"].splitlines()
+    folder = regression["dir"]
+    assert lines[0].startswith("avdgp-ar2p on houses (n_train ")
+    assert lines[3].startswith("  kept epoch 1 of 1 (lowest validation NLL ")
+    assert lines[3].endswith(", standardised units)")
+    assert lines[5:] == [
+        "  data: target 'price', inputs a, b, c",
+        f"  saved in {folder}/ (model.keras, weights, run.json); next:",
+        f"    avdgp predict {folder} {regression['data']} --out predictions.csv",
+        f"    avdgp export {folder} {folder}-serving",
+    ]
 
 
 @pytest.mark.slow
@@ -194,9 +218,10 @@ def test_predict_and_export_classification(capsys, classification):
     )
     assert status == 0, err
     header, values = read_csv(out)
-    assert header == ["probability", "label"]
-    probability, label = values.T
+    assert header == ["label", "p_1", "p_2"]
+    label, p_first, probability = values.T
     assert np.all((probability > 0.0) & (probability < 1.0))
+    np.testing.assert_allclose(p_first + probability, 1.0, rtol=1e-12)
     np.testing.assert_array_equal(label, np.where(probability > 0.5, 2.0, 1.0))
 
     status, _, err = cli(capsys, "export", classification["dir"], folder / "export")
