@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from ..errors import CommandLineError
-from .common import write_failure
+from .common import one_line, write_failure
 from .saved_run import load_saved_run
 
 __all__ = ["export_command"]
@@ -29,6 +29,7 @@ def _check_export_dir(value: str) -> None:
 def export_command(args) -> int:
     import tensorflow as tf
 
+    from gpflux_avdgp.io.named_inputs import NAMED_SIGNATURES, check_feature_names
     from gpflux_avdgp.io.serving import SIGNATURES, export
 
     from ..training import float_type
@@ -38,22 +39,35 @@ def export_command(args) -> int:
     extra = {
         "task": saved.task,
         "label": saved.label,
-        "feature_names": saved.data.get("feature_names"),
         "target_name": saved.data.get("target_name"),
         "classes": saved.data.get("classes"),
     }
+    names, by_name = saved.data.get("feature_names"), ""
+    try:  # a header TensorFlow cannot take as input names: positional signatures only
+        check_feature_names(names, saved.num_features)
+    except ValueError as error:
+        extra["feature_names_not_served"] = list(names)
+        names, by_name = None, f"; not served by name: {one_line(error)}"
+    signatures = list(SIGNATURES) + (list(NAMED_SIGNATURES) if names else [])
     try:
         with float_type(saved.dtype):
             path = export(
-                saved.model, args.export_dir, standardizer=saved.standardizer, metadata=extra
+                saved.model,
+                args.export_dir,
+                standardizer=saved.standardizer,
+                metadata=extra,
+                feature_names=names,
             )
     except (OSError, tf.errors.OpError) as error:  # nothing is left under EXPORT_DIR's name
         raise write_failure("export", f"EXPORT_DIR {args.export_dir}", error) from None
     served = "outputs in original units"
     if saved.task == "classification":
         served = "predict_y's mean: the class probabilities, the labels in metadata()'s classes"
+    inputs = f"x [N, {saved.num_features}] {saved.dtype} raw features"
+    if names:
+        inputs += f", or by name: {', '.join(names)} [N] each"
     print(
-        f"{saved.label}: exported to {path} (signatures {', '.join(SIGNATURES)}; input x "
-        f"[N, {saved.num_features}] {saved.dtype} raw features; {served})"
+        f"{saved.label}: exported to {path} (signatures {', '.join(signatures)}; input "
+        f"{inputs}; {served}{by_name})"
     )
     return 0

@@ -30,8 +30,10 @@ signature        inputs             outputs
 With a standardiser the exported graph takes raw features and answers in the targets'
 original units (means ``* y_std + y_mean``, variances ``* y_std ** 2``, log densities
 ``- sum_q log y_std``). The exported object also has a ``metadata()`` function returning a
-JSON string (input dimension, dtype, ``S``, ``Q``, likelihood, standardisation, package
-version), also written to ``assets.extra/gpflux_avdgp_export.json``.
+JSON string (input dimension, dtype, ``S``, ``Q``, likelihood, standardisation, feature names,
+package version), also written to ``assets.extra/gpflux_avdgp_export.json``. Given
+``feature_names``, the export also serves by column name (``predict_f_by_name``,
+``predict_y_by_name``: :mod:`~gpflux_avdgp.io.named_inputs`).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Union
+from typing import Optional, Sequence, Union
 
 import gpflow
 import numpy as np
@@ -57,6 +59,7 @@ from ..predictive import (
     mixture_log_density,
     output_mixture,
 )
+from .named_inputs import NAMED_SIGNATURES, check_feature_names, named_signatures
 
 __all__ = ["export", "EXPORT_FORMAT", "METADATA_FILE", "SIGNATURES"]
 
@@ -278,6 +281,7 @@ def export(
     y_mean: Optional[ArrayLike] = None,
     y_std: Optional[ArrayLike] = None,
     metadata: Optional[dict] = None,
+    feature_names: Optional[Sequence[str]] = None,
 ) -> Path:
     """Write ``model`` as a TensorFlow SavedModel with the signatures ``predict_f``,
     ``predict_y`` and ``log_density`` (see the module docstring), loadable with plain
@@ -296,8 +300,11 @@ def export(
     :param x_std: input standard deviations ``[D]``, positive.
     :param y_mean: target mean, scalar or ``[Q]`` (with ``y_std``); Gaussian likelihood only.
     :param y_std: target standard deviation, scalar or ``[Q]``, positive.
-    :param metadata: extra JSON-able entries for the metadata (e.g. feature names); they may
-        not replace the entries the export writes.
+    :param metadata: extra JSON-able entries for the metadata; they may not replace the
+        entries the export writes.
+    :param feature_names: the ``D`` inputs' names, in the model's order: adds the signatures
+        ``predict_f_by_name`` and ``predict_y_by_name``, which take one ``[N]`` tensor per
+        feature by name (:mod:`~gpflux_avdgp.io.named_inputs`).
     :returns: ``path`` as a :class:`~pathlib.Path`.
     :raises ValueError: for a model without a known input shape or likelihood, bad
         standardisation statistics, target scaling with a non-Gaussian likelihood, or a
@@ -316,6 +323,7 @@ def export(
         raise ValueError(
             "model: its input shape is unknown; build it with tf_keras.Input((D,), dtype=...)"
         )
+    feature_names = check_feature_names(feature_names, input_dim)
     target = Path(os.fspath(path))
     if target.exists() and not target.is_dir():
         raise ValueError(f"path: {target} is a file, expected a folder for the SavedModel")
@@ -342,7 +350,8 @@ def export(
         "num_components": num_components,
         "dtype": dtype.name,
         "likelihood": type(likelihood).__name__,
-        "signatures": list(SIGNATURES),
+        "signatures": list(SIGNATURES) + (list(NAMED_SIGNATURES) if feature_names else []),
+        "feature_names": feature_names,
         "standardized_inputs": scaling.inputs,
         "standardized_targets": scaling.targets,
         "x_mean": scaling.x_mean.tolist() if scaling.inputs else None,
@@ -360,6 +369,8 @@ def export(
         raise ValueError(f"metadata: expected JSON-able values ({error})") from None
     module = _ServingModule(model, likelihood, scaling, dtype, input_dim, output_dim, metadata_json)
     signatures = {name: getattr(module, name) for name in SIGNATURES}
+    if feature_names:
+        signatures.update(named_signatures(signatures, feature_names, dtype))
     partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
     try:  # written beside the target and swapped in: a failure never leaves half an export
         tf.saved_model.save(module, str(partial), signatures=signatures)

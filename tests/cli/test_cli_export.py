@@ -190,6 +190,13 @@ def test_export_metadata_and_raw_feature_units(regression_export, regression):
     assert metadata["task"] == "regression" and metadata["label"] == "avdgp-ar2p"
     assert metadata["feature_names"] == ["a", "b", "c"] and metadata["target_name"] == "price"
     assert metadata["standardized_inputs"] and metadata["standardized_targets"]
+    # served by the header's names too, in any order: the positional numbers
+    x = regression["x"]
+    by_name = served.signatures["predict_y_by_name"](
+        c=tf.constant(x[:, 2]), b=tf.constant(x[:, 1]), a=tf.constant(x[:, 0])
+    )
+    positional = served.signatures["predict_y"](x=tf.constant(x))
+    np.testing.assert_array_equal(by_name["mean"].numpy(), positional["mean"].numpy())
     info = json.loads((regression["dir"] / "run.json").read_text())
     assert metadata["y_std"] == [info["standardizer"]["y_std"]]
     # log density in original units: a target shifted by one std is less likely than the mean
@@ -207,6 +214,26 @@ def test_export_to_the_same_folder_again_overwrites(capsys, regression, regressi
     status, out, err = cli(capsys, "export", regression["dir"], path)
     assert status == 0, err
     assert f"exported to {path}" in out
+    assert "or by name: a, b, c [N] each" in out and "predict_y_by_name" in out
+
+
+@pytest.mark.slow
+def test_export_of_names_tensorflow_cannot_take_serves_by_position(capsys, regression):
+    def rename(folder: Path) -> None:
+        info = json.loads((folder / "run.json").read_text())
+        info["data"]["feature_names"] = ["a", "b (cm)", "c"]
+        (folder / "run.json").write_text(json.dumps(info))
+
+    folder = _broken_copy(regression, "odd_names", rename)
+    status, out, err = cli(capsys, "export", folder, folder.parent / "odd_export")
+    assert status == 0, err
+    assert "signatures predict_f, predict_y, log_density;" in out
+    assert "not served by name: feature_names: 'b (cm)' cannot name a signature input" in out
+    served = tf.saved_model.load(str(folder.parent / "odd_export"))
+    assert "predict_y_by_name" not in served.signatures
+    metadata = json.loads(served.metadata().numpy().decode())
+    assert metadata["feature_names"] is None
+    assert metadata["feature_names_not_served"] == ["a", "b (cm)", "c"]
 
 
 @pytest.mark.slow

@@ -366,6 +366,9 @@ def small_model():
         ({"likelihood": "gaussian"}, "likelihood: expected a GPflow likelihood, got 'gaussian'"),
         ({"metadata": {"dtype": "int8"}}, "metadata: dtype: set by export, cannot be replaced"),
         ({"metadata": {"when": object()}}, "metadata: expected JSON-able values"),
+        ({"feature_names": ["a"]}, r"feature_names: expected 2 strings, one per input"),
+        ({"feature_names": ["a", "a"]}, "feature_names: 'a' named more than once"),
+        ({"feature_names": ["a", "price (EUR)"]}, "'price \\(EUR\\)' cannot name a signature"),
     ],
 )
 def test_export_rejects_bad_arguments(small_model, tmp_path, options, message):
@@ -387,3 +390,33 @@ def test_export_rejects_bad_models_and_paths(small_model, tmp_path):
         gpflux_avdgp.export(headless, tmp_path / "h")
     with pytest.raises(ValueError, match="model: expected a tf_keras.Model, got str"):
         gpflux_avdgp.export("model.keras", tmp_path / "s")
+
+
+def test_an_export_with_feature_names_serves_columns_by_name(small_model, tmp_path, rng):
+    """The by-name signatures stack the named columns in the model's order: any order of
+    keyword arguments gives the positional signature's numbers; TensorFlow refuses a missing or
+    unknown column, naming it."""
+    scaling = {"x_mean": [1.0, -2.0], "x_std": [2.0, 0.5], "y_mean": 3.0, "y_std": 4.0}
+    path = gpflux_avdgp.export(
+        small_model, tmp_path / "e", standardizer=scaling, feature_names=["width", "height"]
+    )
+    served = tf.saved_model.load(str(path))
+    assert set(served.signatures) == {*SIGNATURES, "predict_f_by_name", "predict_y_by_name"}
+    metadata = json.loads(served.metadata().numpy())
+    assert metadata["feature_names"] == ["width", "height"]
+    assert metadata["signatures"][-2:] == ["predict_f_by_name", "predict_y_by_name"]
+    x = rng.normal(size=(7, 2))
+    width, height = tf.constant(x[:, 0]), tf.constant(x[:, 1])
+    for name in ("predict_f", "predict_y"):
+        expected = served.signatures[name](x=tf.constant(x))
+        got = served.signatures[f"{name}_by_name"](height=height, width=width)
+        assert set(got) == set(expected)
+        for key in expected:
+            np.testing.assert_array_equal(got[key].numpy(), expected[key].numpy())
+    by_name = served.signatures["predict_y_by_name"]
+    with pytest.raises(TypeError, match="missing a required argument: 'height'"):
+        by_name(width=width)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'depth'"):
+        by_name(width=width, height=height, depth=width)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="height: expected as many rows"):
+        by_name(width=width, height=height[:3])
