@@ -44,7 +44,13 @@ setup(
     entry_points={"console_scripts": ["avdgp = avdgp.cli:main"]},
     extras_require={
         "test": ["pytest>=8", "pytest-xdist>=3.5", "scoringrules>=0.10", "import-linter>=2.1"],
-        "docs": ["sphinx>=8", "myst-parser>=4"],
+        "docs": [
+            "sphinx>=8",
+            "myst-parser>=4",
+            "pydata-sphinx-theme>=0.16,<0.25",  # GPflow's theme
+            "sphinx-copybutton>=0.5",
+            "sphinx-mathjax-offline>=0.0.2",  # MathJax 3 in the build: no CDN for formulas
+        ],
     },
     classifiers=[
         "Programming Language :: Python :: 3",

@@ -92,7 +92,7 @@ html_theme_options = {
     "navbar_align": "left",
     "show_toc_level": 2,
     "navigation_with_keys": False,
-    "header_links_before_dropdown": 6,
+    "header_links_before_dropdown": 4,
     "secondary_sidebar_items": ["page-toc", "sourcelink"],
     "footer_start": ["copyright"],
     "footer_end": ["sphinx-version"],
