@@ -279,6 +279,7 @@ def _fit_streaming(args) -> int:
     config = dataclasses.replace(train_config(args), restore_best=False, patience=None)
     train_shards, test_shards = _train_and_test_shards(args)
     train = _hinting_task(args, scan_csv_shards, train_shards)
+    _check_target_choice(args, train)
     test = _hinting_task(args, scan_csv_shards, test_shards)
     classes = None
     if classification:
@@ -302,7 +303,7 @@ def _fit_streaming(args) -> int:
         save_dir=Path(args.save) if args.save else None,
         data_columns=_data_columns(args, train, None if classes is None else list(classes)),
     )
-    return _finish(args, record)
+    return _finish(args, record, _columns_line(args, train))
 
 
 def _train_and_test_shards(args) -> tuple[list, list]:

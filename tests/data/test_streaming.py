@@ -499,6 +499,21 @@ def test_fit_model_on_dataset_refuses_other_data(rng):
 
 
 # ----------------------------------------------------------------------------------- CLI
+def test_cli_fit_on_shards_refuses_a_target_like_column_it_would_pass_over(capsys, tmp_path, rng):
+    folder = tmp_path / "data"
+    folder.mkdir()
+    for k in range(2):
+        write_shard(folder / f"p{k}.csv", rng.normal(size=(20, 3)), ["y", "x1", "x2"])
+    status, out, err = cli(capsys, "fit", f"{folder}/p*.csv", "--quiet")
+    assert_one_line_cli_error(
+        status,
+        out,
+        err,
+        "column 'y' looks like the target, but without --target the last column 'x2' is; "
+        "give --target y",
+    )
+
+
 @pytest.mark.slow
 def test_cli_fit_streams_a_glob_of_shards(capsys, tmp_path, rng):
     table = _regression_shards(tmp_path / "data", rng, [60, 60, 60, 60])
@@ -521,6 +536,9 @@ def test_cli_fit_streams_a_glob_of_shards(capsys, tmp_path, rng):
     )
     assert lines[1].startswith("  test (standardised units): nll ")
     assert lines[2].startswith("  test (original units):     nll ")
+    assert lines[3] == "  kept the last epoch, 2"  # no validation rows when streaming
+    assert lines[5] == "  data: target 'y', inputs x1, x2"
+    assert lines[6] == f"  saved in {out / 'model'}/ (model.keras, weights, run.json); next:"
     record = json.loads((out / "r.json").read_text())
     assert (record["n_train"], record["n_val"], record["n_test"], record["dim"]) == (180, 0, 60, 2)
     assert record["streamed_shards"] == {"train": 3, "test": 1}
