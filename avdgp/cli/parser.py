@@ -216,7 +216,7 @@ def _add_fit(commands) -> None:
     fit.add_argument(
         "--hidden-dims",
         type=_int_list,
-        help="intermediate widths (default: 16,4 for 3 layers, 16,4,... for more)",
+        help="intermediate widths (default: 16 for 2 layers, 16,4 for 3, then 4 per extra layer)",
     )
     fit.add_argument(
         "--inducing",
