@@ -29,8 +29,8 @@ def _check_export_dir(value: str) -> None:
 def export_command(args) -> int:
     import tensorflow as tf
 
-    from gpflux_avdgp.io.named_inputs import NAMED_SIGNATURES, check_feature_names
-    from gpflux_avdgp.io.serving import SIGNATURES, export
+    from gpflux_avdgp.io.named_inputs import check_feature_names
+    from gpflux_avdgp.io.serving import export, signature_names
 
     from ..training import float_type
 
@@ -48,7 +48,7 @@ def export_command(args) -> int:
     except ValueError as error:
         extra["feature_names_not_served"] = list(names)
         names, by_name = None, f"; not served by name: {one_line(error)}"
-    signatures = list(SIGNATURES) + (list(NAMED_SIGNATURES) if names else [])
+    signatures = signature_names(by_name=bool(names))
     try:
         with float_type(saved.dtype):
             path = export(

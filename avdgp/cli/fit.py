@@ -92,7 +92,7 @@ def _hinting_task(args, read, data):
         except DataError:
             raise error from None
         raise DataError(
-            f"{error}; the target column holds text: for class labels give --task " "classification"
+            f"{error}; the target column holds text: for class labels give --task classification"
         ) from None
 
 

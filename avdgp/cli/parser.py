@@ -31,11 +31,8 @@ class _HelpFormatter(argparse.HelpFormatter):
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         default = action.default
-        if "default" in text or default is None or default is False:
-            return text
-        if default == argparse.SUPPRESS:
-            return text
-        if not action.option_strings:  # positionals have no default
+        stated = "default" in text or default is None or default is False
+        if stated or default == argparse.SUPPRESS or not action.option_strings:  # positionals
             return text
         if isinstance(default, (list, tuple)):
             default = ",".join(map(str, default))

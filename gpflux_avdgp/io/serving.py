@@ -61,7 +61,7 @@ from ..predictive import (
 )
 from .named_inputs import NAMED_SIGNATURES, check_feature_names, named_signatures
 
-__all__ = ["export", "EXPORT_FORMAT", "METADATA_FILE", "SIGNATURES"]
+__all__ = ["export", "signature_names", "EXPORT_FORMAT", "METADATA_FILE", "SIGNATURES"]
 
 #: ``format`` field of the metadata.
 EXPORT_FORMAT = "gpflux_avdgp.export/1"
@@ -270,6 +270,12 @@ class _ServingModule(tf.Module):
         self.model_variables = variables
 
 
+def signature_names(*, by_name: bool) -> list[str]:
+    """The signatures of an export: :data:`SIGNATURES`, and with feature names the by-name
+    ones (:data:`~gpflux_avdgp.io.named_inputs.NAMED_SIGNATURES`)."""
+    return list(SIGNATURES) + (list(NAMED_SIGNATURES) if by_name else [])
+
+
 def export(
     model: tf_keras.Model,
     path: Union[str, "os.PathLike[str]"],
@@ -350,7 +356,7 @@ def export(
         "num_components": num_components,
         "dtype": dtype.name,
         "likelihood": type(likelihood).__name__,
-        "signatures": list(SIGNATURES) + (list(NAMED_SIGNATURES) if feature_names else []),
+        "signatures": signature_names(by_name=bool(feature_names)),
         "feature_names": feature_names,
         "standardized_inputs": scaling.inputs,
         "standardized_targets": scaling.targets,
