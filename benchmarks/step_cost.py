@@ -1,0 +1,305 @@
+"""What one training step costs a device: ops, XLA kernels, branches and seconds, side by side.
+
+On a GPU every TensorFlow op (or every XLA kernel under ``jit_compile=True``) is at least one
+kernel launch of a few microseconds, so a step of thousands of tiny ops is bound by launches,
+not FLOPs. For the paper's 3-layer AVDGP-AR2P (units 16/4/1, M 8/4/4, S 32; the default preset
+and the paper's), a float Keras MLP of about the same parameter count (two hidden layers of 96)
+and GPflux's DS-DGP (256/128/128 global inducing points), on UCI elevators (D = 18), batch
+100, Adam, this script reports per training step:
+
+* **compute ops** of the traced ``train_step`` (branches and loop bodies included; constants,
+  variable reads, identities, shapes and no-ops left out), by stage (the layers' name scopes,
+  the optimizer, the loss);
+* **graph branches and loops** (``If``/``While`` ops): on a GPU each costs a round trip to the
+  host to read its predicate;
+* **XLA kernels**: the instructions of the optimized HLO's entry computation that run
+  (fusions, dots, copies, calls, loops, custom calls; not parameters, constants, tuples,
+  bitcasts), with ``jit_compile=True``;
+* **seconds per epoch** on this machine's CPU, without and with XLA, the median of
+  ``--epochs`` epochs after one epoch of tracing; and the ratios to the MLP and to DS-DGP
+  measured in the same run.
+
+Every configuration runs in its own process, one after the other (never two at once).
+
+    python benchmarks/step_cost.py --out benchmarks/results/step_cost
+
+On a GPU machine the same command measures the GPU (TensorFlow places the step there); add
+``--device-note "GPU name"`` to label the results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+DATA_ROOT = Path(os.environ.get("AVDGP_DATA_ROOT", Path(__file__).parents[2] / "shared/data/uci"))
+MODELS = ("avdgp", "avdgp-paper", "mlp", "dsdgp")
+#: Graph ops that move or describe data rather than compute (not counted).
+NOT_COMPUTE = {
+    "Const", "ReadVariableOp", "Identity", "IdentityN", "NoOp", "Shape", "ShapeN", "Placeholder",
+    "VarHandleOp", "StopGradient", "Size", "Rank",
+}  # fmt: skip
+CONTROL_FLOW = {"If", "StatelessIf", "While", "StatelessWhile", "Case", "StatelessCase"}
+#: HLO instructions that do not launch anything.
+NOT_KERNELS = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast"}
+#: The layers' name scopes, in the order they are matched.
+STAGES = (
+    "prior_reversion", "inference", "covariances", "cholesky", "conditional", "kl", "propagate",
+)  # fmt: skip
+
+
+def _walk(graph, prefix: str = ""):
+    """``(name, op)`` of every op of ``graph`` and of the functions its ops call."""
+    for op in graph.get_operations():
+        yield prefix + op.name, op
+        for attr in ("then_branch", "else_branch", "body", "cond", "f", "branches"):
+            try:
+                value = op.get_attr(attr)
+            except ValueError:
+                continue
+            for function in value if isinstance(value, list) else [value]:
+                inner = graph._get_function(getattr(function, "name", ""))
+                if inner is not None:
+                    yield from _walk(inner.graph, prefix + op.name + "/")
+
+
+def stage_of(name: str) -> str:
+    """``forward/<stage>`` or ``backward/<stage>`` of an op or HLO instruction name."""
+    parts = [p for p in name.split("/") if p]
+    if parts and parts[0].startswith("jit_"):
+        parts = parts[1:]
+    backward = bool(parts) and parts[0] == "gradient_tape"
+    parts = parts[1:] if backward else parts
+    direction = "backward" if backward else "forward"
+    for stage in STAGES:
+        if stage in parts:
+            return f"{direction}/{stage}"
+    text = "/".join(parts).lower()
+    if any(word in text for word in ("adam", "assignaddvariableop", "assignsubvariableop")):
+        return "optimizer"
+    if "loss" in text:
+        return f"{direction}/loss"
+    return f"{direction}/other"
+
+
+def count_graph(model, x, y) -> dict:
+    """Compute ops and control flow of one traced training step, with ops by stage."""
+    import tensorflow as tf
+
+    step = tf.function(model.train_step)
+    graph = step.get_concrete_function((tf.constant(x), tf.constant(y))).graph
+    stages: collections.Counter = collections.Counter()
+    control = 0
+    for name, op in _walk(graph):
+        if op.type in CONTROL_FLOW:
+            control += 1
+        if op.type not in NOT_COMPUTE:
+            stages[stage_of(name)] += 1
+    return {"ops": sum(stages.values()), "control_flow": control, "ops_by_stage": dict(stages)}
+
+
+def count_xla(model, x, y) -> dict:
+    """Kernels of the XLA-compiled training step (entry computation of the optimized HLO)."""
+    import tensorflow as tf
+
+    step = tf.function(model.train_step, jit_compile=True)
+    hlo = step.experimental_get_compiler_ir((tf.constant(x), tf.constant(y)))(stage="optimized_hlo")
+    entry = hlo[hlo.index("\nENTRY") :]
+    entry = entry[: entry.index("\n}")]
+    kinds: collections.Counter = collections.Counter()
+    stages: collections.Counter = collections.Counter()
+    for line in entry.splitlines()[1:]:
+        match = re.search(r"=\s*\S+\s+([a-z][a-z\-]*)\(", line)
+        if match is None or match.group(1) in NOT_KERNELS:
+            continue
+        kinds[match.group(1)] += 1
+        name = re.search(r'op_name="([^"]*)"', line)
+        stages[stage_of(name.group(1) if name else "")] += 1
+    loops = len(re.findall(r"\swhile\(", hlo))
+    return {
+        "xla_kernels": sum(kinds.values()),
+        "xla_kinds": dict(kinds),
+        "xla_by_stage": dict(stages),
+        "xla_loops": loops,
+    }
+
+
+def load(dtype):
+    from avdgp.data import Standardizer, load_dataset, split_dataset
+
+    split = split_dataset(load_dataset(DATA_ROOT / "elevators"), seed=0, split=0)
+    scaler = Standardizer.fit(split.x_train, split.y_train)
+    x = scaler.transform_x(split.x_train).astype(dtype)
+    y = scaler.transform_y(split.y_train).astype(dtype)
+    return x, y
+
+
+def build(name: str, x, num_data: int):
+    """``(model, parameter count)``, compiled with Adam(0.005)."""
+    import gpflow
+    from gpflow.keras import tf_keras
+
+    from avdgp.experiments.zoo import ModelSpec, build_model
+
+    if name == "mlp":
+        model = tf_keras.Sequential(
+            [
+                tf_keras.Input((x.shape[1],), dtype=gpflow.default_float()),
+                tf_keras.layers.Dense(96, activation="relu"),
+                tf_keras.layers.Dense(96, activation="relu"),
+                tf_keras.layers.Dense(1),
+            ]
+        )
+        loss = "mse"
+    else:
+        kind, preset = {
+            "avdgp": ("avdgp", "default"),
+            "avdgp-paper": ("avdgp", "paper"),
+            "dsdgp": ("dsdgp", "default"),
+        }[name]
+        spec = ModelSpec(model=kind, rule="ar2p", num_layers=3, seed=0, preset=preset)
+        built = build_model(spec, x.shape[1], num_data, inputs=x[:10000])
+        model, loss = built.model, built.loss
+    return model, loss
+
+
+def one_configuration(args) -> dict:
+    import numpy as np
+    import tensorflow as tf
+    from gpflow.keras import tf_keras
+
+    from avdgp.training import float_type
+
+    tf_keras.utils.set_random_seed(0)
+    with float_type(args.dtype):
+        x, y = load(np.float64 if args.dtype == "float64" else np.float32)
+        model, loss = build(args.model, x, len(x))
+        model.compile(tf_keras.optimizers.Adam(0.005), loss=loss, jit_compile=args.jit == "yes")
+        record = {"model": args.model, "dtype": args.dtype, "jit": args.jit}
+        model.fit(x[:100], y[:100], batch_size=100, epochs=1, verbose=0)  # builds every weight
+        record["parameters"] = int(sum(np.prod(v.shape) for v in model.trainable_variables))
+        record["variables"] = len(model.trainable_variables)
+        if args.jit == "no":
+            record.update(count_graph(model, x[:100], y[:100]))
+            record.update(count_xla(model, x[:100], y[:100]))
+        seconds = []
+
+        class Timer(tf_keras.callbacks.Callback):
+            def on_epoch_begin(self, epoch, logs=None):
+                self.start = time.perf_counter()
+
+            def on_epoch_end(self, epoch, logs=None):
+                seconds.append(time.perf_counter() - self.start)
+
+        rows = (len(x) // args.batch_size) * args.batch_size
+        model.fit(
+            x[:rows],
+            y[:rows],
+            batch_size=args.batch_size,
+            epochs=args.epochs + 1,
+            verbose=0,
+            shuffle=True,
+            callbacks=[Timer()],
+        )
+        record.update(
+            rows=rows,
+            seconds_per_epoch=float(np.median(seconds[1:])),
+            epoch_seconds=seconds,
+            device=args.device_note or ("GPU" if tf.config.list_physical_devices("GPU") else "CPU"),
+            tf_version=tf.__version__,
+        )
+    return record
+
+
+def table(records: list[dict]) -> str:
+    """Markdown: one row per model, ratios to the MLP and DS-DGP of the same run."""
+    by = {(r["model"], r["jit"]): r for r in records}
+    lines = [
+        "| per training step | compute ops | branches/loops | XLA kernels | s/epoch | "
+        "s/epoch, XLA | ratio to MLP (best of each) | ratio to DS-DGP (best of each) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+
+    def best(model):
+        found = [
+            by[(model, jit)]["seconds_per_epoch"] for jit in ("no", "yes") if (model, jit) in by
+        ]
+        return min(found) if found else None
+
+    for model in MODELS:
+        plain, jit = by.get((model, "no")), by.get((model, "yes"))
+        if plain is None:
+            continue
+        mine, mlp, dsdgp = best(model), best("mlp"), best("dsdgp")
+        with_xla = f"{jit['seconds_per_epoch']:.2f}" if jit else "-"
+        to_mlp = f"{mine / mlp:.2f}" if mlp else "-"
+        to_dsdgp = f"{mine / dsdgp:.2f}" if dsdgp else "-"
+        lines.append(
+            f"| {model} ({plain['parameters']:,} parameters, {plain['variables']} variables) | "
+            f"{plain['ops']:,} | {plain['control_flow']} | {plain['xla_kernels']:,} | "
+            f"{plain['seconds_per_epoch']:.2f} | {with_xla} | {to_mlp} | {to_dsdgp} |"
+        )
+    return "\n".join(lines)
+
+
+def stage_table(records: list[dict], model: str = "avdgp") -> str:
+    """Markdown: ops and XLA kernels of ``model`` by stage."""
+    plain = next((r for r in records if r["model"] == model and r["jit"] == "no"), None)
+    if plain is None:
+        return ""
+    keys = sorted(set(plain["ops_by_stage"]) | set(plain["xla_by_stage"]))
+    lines = ["| stage | compute ops | XLA kernels |", "|---|---:|---:|"]
+    for key in sorted(keys, key=lambda k: -plain["ops_by_stage"].get(k, 0)):
+        lines.append(
+            f"| {key} | {plain['ops_by_stage'].get(key, 0)} | {plain['xla_by_stage'].get(key, 0)} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--jit", default="no,yes", help="comma-separated subset of no,yes")
+    parser.add_argument("--dtype", default="float64")
+    parser.add_argument("--epochs", type=int, default=3, help="timed epochs (after one traced)")
+    parser.add_argument("--batch-size", type=int, default=100)
+    parser.add_argument("--device-note", default="")
+    parser.add_argument("--out", default="benchmarks/results/step_cost")
+    parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--model", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.one:
+        print(json.dumps(one_configuration(args)))
+        return 0
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    records = []
+    for model in args.models.split(","):
+        for jit in args.jit.split(","):
+            command = [sys.executable, __file__, "--one", "--model", model, "--jit", jit]
+            command += ["--dtype", args.dtype, "--epochs", str(args.epochs)]
+            command += ["--batch-size", str(args.batch_size), "--device-note", args.device_note]
+            print(f"{model}, XLA {jit} ...", file=sys.stderr, flush=True)
+            done = subprocess.run(command, capture_output=True, text=True)
+            if done.returncode != 0:
+                print(done.stderr[-3000:], file=sys.stderr)
+                continue
+            record = json.loads(done.stdout.strip().splitlines()[-1])
+            records.append(record)
+            with open(out / "results.jsonl", "a") as file:
+                file.write(json.dumps(record) + "\n")
+    text = table(records) + "\n\nStages of the default AVDGP:\n\n" + stage_table(records)
+    (out / "table.md").write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
