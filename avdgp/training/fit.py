@@ -18,6 +18,7 @@ from gpflow.keras import tf_keras
 from gpflux_avdgp.callbacks import ValidationNLL
 from gpflux_avdgp.layers.anchor_placement import place_anchors
 from gpflux_avdgp.layers.base import NON_FINITE_MESSAGE
+from gpflux_avdgp.optimizers import FlatAdam
 
 from ..data import Split, epoch_shuffled_batches
 from .best_epoch import ResumableEarlyStopping
@@ -150,13 +151,18 @@ def _compile_with_adam(
 ) -> tf_keras.optimizers.Optimizer:
     """Compile ``built.model`` with Adam, its loss and ``config.steps_per_execution``; the
     optimizer's slots are made up front, so the train function is traced once. The learning
-    rate is ``config``'s schedule over ``steps_per_epoch`` (a plain number when unknown)."""
+    rate is ``config``'s schedule over ``steps_per_epoch`` (a plain number when unknown).
+    Adam is :class:`~gpflux_avdgp.optimizers.FlatAdam` (the same updates in a few ops) on one device,
+    Keras' own across the replicas of a ``tf.distribute`` strategy."""
     rate = (
         config.learning_rate
         if steps_per_epoch is None
         else config.learning_rate_for(steps_per_epoch)
     )
-    optimizer = tf_keras.optimizers.Adam(rate)
+    if tf.distribute.get_strategy().num_replicas_in_sync > 1:
+        optimizer = tf_keras.optimizers.Adam(rate)
+    else:
+        optimizer = FlatAdam(rate)
     optimizer.build(built.model.trainable_variables)
     built.model.compile(
         optimizer=optimizer, loss=built.loss, steps_per_execution=config.steps_per_execution

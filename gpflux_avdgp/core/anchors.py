@@ -27,7 +27,8 @@ import numpy as np
 import tensorflow as tf
 from check_shapes import check_shapes
 
-from .cholesky import jittered_cholesky
+from .cholesky import identity, jittered_cholesky
+from .covariances import gram_against, prior_variances
 
 __all__ = ["anchor_weight", "revert_to_prior", "spread_rows"]
 
@@ -50,14 +51,16 @@ def anchor_weight(
     :param anchors: ``C``, ``[K, D]``.
     :returns: ``[N]``.
     """
-    chol = jittered_cholesky(kernel(anchors)[None])[0]  # [K, K]
-    eye = tf.eye(tf.shape(chol)[0], dtype=chol.dtype)
-    chol_inv = tf.linalg.triangular_solve(chol, eye, lower=True)  # [K, K], independent of N
+    kcc, kch = tf.split(
+        gram_against(kernel, anchors, inputs), [tf.shape(anchors)[0], tf.shape(inputs)[0]], axis=-1
+    )  # K_CC [K, K], k(C, h) [K, N]
+    chol = jittered_cholesky(kcc[None])[0]  # [K, K]
+    chol_inv = tf.linalg.triangular_solve(chol, identity(chol), lower=True)  # independent of N
     # a product row by row (not a solve with N right-hand sides): each row's value does not
     # depend on the other rows of the batch, to the last bit, as for the rest of the layer
-    proj = tf.linalg.matmul(kernel(inputs, anchors), chol_inv, transpose_b=True)  # [N, K]
+    proj = tf.linalg.matmul(kch, chol_inv, transpose_a=True, transpose_b=True)  # [N, K]
     explained = tf.reduce_sum(tf.square(proj), axis=-1)  # [N]
-    return tf.clip_by_value(explained / kernel(inputs, full_cov=False), 0.0, 1.0)
+    return tf.clip_by_value(explained / prior_variances(kernel, inputs), 0.0, 1.0)
 
 
 @check_shapes(
@@ -84,7 +87,7 @@ def revert_to_prior(
     if q_sqrt.shape.rank == 3:
         return scale * q_mu, tf.sqrt(weight * tf.square(q_sqrt) + (1.0 - weight))
     weight = weight[..., None]  # [N, 1, 1, 1]
-    eye = tf.eye(tf.shape(q_sqrt)[-1], dtype=q_sqrt.dtype)
+    eye = identity(q_sqrt)
     covariance = weight * tf.linalg.matmul(q_sqrt, q_sqrt, transpose_b=True) + (1.0 - weight) * eye
     return scale * q_mu, tf.linalg.cholesky(covariance)
 

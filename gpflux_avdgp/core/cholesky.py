@@ -7,11 +7,12 @@ Two measures keep float32 training alive:
   variance grows: an absolute jitter of ``1e-5`` vanishes in float32 once the variance
   exceeds about ``1e2`` (float32 resolves ``1 + 6e-8``);
 * a factorisation that still fails (TensorFlow returns NaNs for a matrix that is not
-  numerically positive definite, on CPU, GPU and under XLA) is retried, for the failing
-  datapoints only, with the jitter multiplied by ``10`` and then ``100``.
+  numerically positive definite, on CPU, GPU and under XLA) takes the jitter multiplied by
+  ``10`` and then ``100``, for the failing matrices only.
 
-Everything stays in the graph (``tf.cond`` on whether any factor failed), so there is no
-host round-trip and XLA compiles it; the retries cost nothing when no factor fails.
+The jitter is decided without branches (on a GPU a ``tf.cond`` reads its predicate back to the
+host): one factorisation of every matrix with every jitter, outside the gradient, finds each
+matrix's smallest jitter that works; one more with that jitter gives the factor and gradient.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 from typing import Sequence
 
 import gpflow
+import numpy as np
 import tensorflow as tf
 
 __all__ = ["add_relative_jitter", "jittered_cholesky", "RETRY_FACTORS"]
@@ -27,35 +29,42 @@ __all__ = ["add_relative_jitter", "jittered_cholesky", "RETRY_FACTORS"]
 RETRY_FACTORS: tuple[float, ...] = (10.0, 100.0)
 
 
-def add_relative_jitter(kuu: tf.Tensor, factor: float = 1.0) -> tf.Tensor:
+def add_relative_jitter(kuu: tf.Tensor, factor: float | tf.Tensor = 1.0) -> tf.Tensor:
     """``K_uu + factor * jitter * mean(diag K_uu) * I`` per matrix, ``[..., M, M]``.
 
     :param kuu: ``[..., M, M]`` symmetric matrices.
-    :param factor: multiplier of ``gpflow.default_jitter()``.
+    :param factor: multiplier of ``gpflow.default_jitter()``: a number, or a tensor that
+        broadcasts against ``[..., 1, 1]`` (one multiplier per matrix).
     """
     scale = tf.reduce_mean(tf.linalg.diag_part(kuu), axis=-1)[..., None, None]  # [..., 1, 1]
-    eye = tf.eye(tf.shape(kuu)[-1], dtype=kuu.dtype)  # [M, M]
+    eye = identity(kuu)  # [M, M]
     return kuu + (factor * gpflow.config.default_jitter()) * scale * eye
+
+
+def identity(matrices: tf.Tensor) -> tf.Tensor:
+    """The identity ``[M, M]`` of ``matrices`` ``[..., M, M]``: a constant when ``M`` is static."""
+    size = matrices.shape[-1]
+    if size is None:
+        return tf.eye(tf.shape(matrices)[-1], dtype=matrices.dtype)
+    return tf.constant(np.eye(size), dtype=matrices.dtype)
 
 
 def jittered_cholesky(kuu: tf.Tensor, retry_factors: Sequence[float] = RETRY_FACTORS) -> tf.Tensor:
     """Lower Cholesky factors of ``K_uu`` plus relative jitter, ``[N, M, M]``.
 
-    Matrices whose factor is not finite are factorised again with the jitter multiplied by
-    each of ``retry_factors`` in turn; the others keep their first factor. A factor that is
-    still not finite after the last retry is returned as is (the layer's numerics check then
-    names the layer).
+    Each matrix is factorised with the smallest jitter of ``1, *retry_factors`` (times the
+    relative jitter) whose factor is finite; a matrix that fails with all of them gets the
+    last one, whose factor is then not finite (the layer's numerics check names the layer).
 
     :param kuu: ``[N, M, M]`` prior covariances of the inducing variables.
-    :param retry_factors: increasing jitter multipliers for the retries.
+    :param retry_factors: increasing jitter multipliers for the matrices that fail.
     """
-    chol = tf.linalg.cholesky(add_relative_jitter(kuu))  # [N, M, M]
-    for factor in retry_factors:
-        failed = tf.logical_not(tf.reduce_all(tf.math.is_finite(chol), axis=[-2, -1]))  # [N]
-
-        def retry(chol=chol, failed=failed, factor=factor) -> tf.Tensor:
-            larger = tf.linalg.cholesky(add_relative_jitter(kuu, factor))
-            return tf.where(failed[:, None, None], larger, chol)
-
-        chol = tf.cond(tf.reduce_any(failed), retry, lambda chol=chol: chol)
-    return chol
+    factors = tf.constant((1.0, *retry_factors), dtype=kuu.dtype)  # [R]
+    trials = tf.linalg.cholesky(
+        add_relative_jitter(tf.stop_gradient(kuu)[None], factors[:, None, None, None])
+    )  # [R, N, M, M], no gradient
+    works = tf.reduce_all(tf.math.is_finite(trials), axis=[-2, -1])  # [R, N]
+    works = tf.concat([works[:-1], tf.ones_like(works[-1:])], axis=0)  # else: the last factor
+    first = tf.argmax(tf.cast(works, tf.int32), axis=0)  # [N], the first that works
+    factor = tf.gather(factors, first)[:, None, None]  # [N, 1, 1]
+    return tf.linalg.cholesky(add_relative_jitter(kuu, factor))  # [N, M, M]

@@ -14,6 +14,8 @@ from __future__ import annotations
 import tensorflow as tf
 from check_shapes import check_shapes
 
+from .cholesky import identity
+
 __all__ = ["amortized_conditional", "amortized_kl"]
 
 
@@ -23,9 +25,11 @@ def _projected_variance(proj: tf.Tensor, q_sqrt: tf.Tensor) -> tf.Tensor:
     :param proj: ``[N, M, P]``.
     :param q_sqrt: ``[N, Q, M]`` (diagonal) or ``[N, Q, M, M]`` (lower triangular).
     """
-    if q_sqrt.shape.rank == 3:
-        return tf.einsum("nmp,nqm->npq", tf.square(proj), tf.square(q_sqrt))
-    factor_proj = tf.einsum("nqmk,nmp->nqkp", q_sqrt, proj)  # [N, Q, M, P]
+    if q_sqrt.shape.rank == 3:  # sum_m proj[n, m, p]^2 q_sqrt[n, q, m]^2
+        return tf.linalg.matmul(
+            tf.square(proj), tf.square(q_sqrt), transpose_a=True, transpose_b=True
+        )
+    factor_proj = tf.linalg.matmul(q_sqrt, proj[:, None], transpose_a=True)  # L^T A, [N, Q, M, P]
     return tf.transpose(tf.reduce_sum(tf.square(factor_proj), axis=-2), [0, 2, 1])
 
 
@@ -59,7 +63,7 @@ def amortized_conditional(
         proj_q = tf.linalg.triangular_solve(chol_kuu, proj, lower=True, adjoint=True)  # Kuu^-1 Kuf
     else:
         proj_q = proj
-    mean = tf.einsum("nmp,nmq->npq", proj_q, q_mu)  # [N, P, Q]
+    mean = tf.linalg.matmul(proj_q, q_mu, transpose_a=True)  # [N, P, Q]
     prior_var = kff - tf.reduce_sum(tf.square(proj), axis=-2)  # [N, P]
     var = prior_var[..., None] + _projected_variance(proj_q, q_sqrt)  # [N, P, Q]
     return mean, var
@@ -97,13 +101,16 @@ def amortized_kl(
     else:
         whitened_mu = tf.linalg.triangular_solve(chol_kuu, q_mu, lower=True)  # [N, M, Q]
         mahalanobis = tf.reduce_sum(tf.square(whitened_mu), axis=[-2, -1])
-        eye = tf.eye(tf.shape(chol_kuu)[-1], batch_shape=tf.shape(chol_kuu)[:1], dtype=dtype)
+        eye = tf.broadcast_to(identity(chol_kuu), tf.shape(chol_kuu))  # [N, M, M]
         chol_inv = tf.linalg.triangular_solve(chol_kuu, eye, lower=True)  # [N, M, M]
         if full:
-            whitened_sqrt = tf.einsum("nij,nqjk->nqik", chol_inv, q_sqrt)  # [N, Q, M, M]
+            whitened_sqrt = tf.linalg.matmul(chol_inv[:, None], q_sqrt)  # [N, Q, M, M]
             trace = tf.reduce_sum(tf.square(whitened_sqrt), axis=[-3, -2, -1])
-        else:
-            trace = tf.einsum("nij,nqj->n", tf.square(chol_inv), tf.square(q_sqrt))
+        else:  # sum_{i, q, j} chol_inv[n, i, j]^2 q_sqrt[n, q, j]^2
+            per_output = tf.linalg.matmul(
+                tf.square(q_sqrt), tf.square(chol_inv), transpose_b=True
+            )  # [N, Q, M]
+            trace = tf.reduce_sum(per_output, axis=[-2, -1])
         log_det_p = (
             2.0 * num_outputs * tf.reduce_sum(tf.math.log(tf.linalg.diag_part(chol_kuu)), axis=-1)
         )

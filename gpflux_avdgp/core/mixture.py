@@ -100,11 +100,9 @@ class GaussianMixture:
                 f"packed mixture: expected rank 3 [B, S, 2 * D + 1], got shape {packed.shape}"
             )
         dim = mixture_width_to_dim(int(packed.shape[-1]))
-        return cls(
-            means=packed[..., :dim],
-            variances=packed[..., dim : 2 * dim],
-            log_weights=packed[..., 2 * dim],
-        )
+        # one split (its gradient: one concat), not three slices (three full-size copies)
+        means, variances, log_weights = tf.split(packed, [dim, dim, 1], axis=-1)
+        return cls(means=means, variances=variances, log_weights=tf.squeeze(log_weights, -1))
 
     def pack(self) -> tf.Tensor:
         """Encode as ``[B, S, 2 D + 1]`` for the next layer or the loss."""

@@ -23,6 +23,7 @@ from typing import Any, Mapping, Optional, Union
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
+from .. import optimizers  # noqa: F401 (a file may name FlatAdam; files never import)
 from .errors import ModelFileError, UnsafeModelError
 from .errors import one_line as _one_line
 

@@ -14,6 +14,7 @@ from ..core.anchors import anchor_weight, revert_to_prior, spread_rows
 from ..core.cholesky import jittered_cholesky
 from ..core.conditionals import amortized_conditional, amortized_kl
 from ..core.covariances import pointwise_covariances
+from ..core.parameters import read_once
 from ..gpflow_config import gpflow_float, module_from_config, module_to_config
 from ..kernels import (
     KernelArg,
@@ -259,7 +260,9 @@ class AmortizedGPLayer(MixtureLayer):
                 aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
             )  # 0 until the anchors are placed
 
-    def _anchor_weight(self, amortization_input: tf.Tensor, training: bool) -> tf.Tensor:
+    def _anchor_weight(
+        self, kernel: gpflow.kernels.Kernel, amortization_input: tf.Tensor, training: bool
+    ) -> tf.Tensor:
         """``a(h)`` ``[N]``. The anchors are placed on the amortization inputs of a call of
         :func:`~gpflux_avdgp.layers.anchor_placement.place_anchors` (``AVDGPModel.fit`` makes
         one before training); a training graph traced while they are not yet placed places
@@ -271,7 +274,7 @@ class AmortizedGPLayer(MixtureLayer):
             first = spread_rows(amortization_input, self.num_anchors)  # [K, D]
             self.anchors.assign(tf.where(self.anchors_placed > 0, self.anchors, first))
             self.anchors_placed.assign(1)
-        return anchor_weight(self.kernel, amortization_input, self.anchors)
+        return anchor_weight(kernel, amortization_input, self.anchors)
 
     def _anchors_placed_now(self) -> bool:
         """Whether the anchors are placed, read outside any graph being traced: a graph traced
@@ -310,13 +313,14 @@ class AmortizedGPLayer(MixtureLayer):
             locations = tf.reshape(locations, [-1, 1, self.input_dim])  # [B S, 1, D]
 
         # The name scopes group the ops in profiles (TensorBoard, benchmarks/profile_step.py).
+        kernel = read_once(self.kernel)  # each parameter read once for all the uses below
         inducing, q_mu, q_sqrt = self.inference(amortization_input)  # Z [N, M, D]
         if self.num_anchors:
             with tf.name_scope("prior_reversion"):
-                weight = self._anchor_weight(amortization_input, training)  # [N]
+                weight = self._anchor_weight(kernel, amortization_input, training)  # [N]
                 q_mu, q_sqrt = revert_to_prior(q_mu, q_sqrt, weight)
         with tf.name_scope("covariances"):
-            kuu, kuf, kff = pointwise_covariances(self.kernel, inducing, locations)
+            kuu, kuf, kff = pointwise_covariances(kernel, inducing, locations)
         with tf.name_scope("cholesky"):
             chol_kuu = jittered_cholesky(kuu)  # [N, M, M], relative and adaptive jitter
         with tf.name_scope("conditional"):

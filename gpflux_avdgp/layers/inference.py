@@ -290,7 +290,9 @@ class AffineInference(_InferenceBase):
 
     def call(self, inputs: tf.Tensor) -> AmortizedParameters:
         """:param inputs: amortization input ``h``, ``[N, D]``."""
-        inducing = tf.einsum("mij,nj->nmi", self.affine_weights, inputs)  # [N, M, D]
+        m, dim = self.num_inducing, self.input_dim
+        weights = tf.reshape(tf.transpose(self.affine_weights, [2, 0, 1]), [dim, m * dim])
+        inducing = tf.reshape(tf.linalg.matmul(inputs, weights), [-1, m, dim])  # W_m h, [N, M, D]
         inducing += self.affine_biases
         q_mu = tf.reshape(self.mean_network(inputs), [-1, self.num_inducing, self.output_dim])
         q_sqrt = raw_to_q_sqrt(

@@ -228,3 +228,42 @@ def test_jittered_cholesky_retries_only_the_failing_matrices(compiled):
     with gpflow.config.as_context(gpflow.config.Config(jitter=1e-5)):
         without_retries = jittered_cholesky(kuu, retry_factors=()).numpy()
     assert not np.all(np.isfinite(without_retries[1]))  # the retry is what saved it
+
+
+CONTROL_FLOW = {"If", "StatelessIf", "While", "StatelessWhile", "Case", "StatelessCase"}
+
+
+def test_jittered_cholesky_decides_the_jitter_without_branches():
+    """No ``tf.cond``/``while`` in the graph (on a GPU each would read its predicate back to
+    the host), whatever the retries."""
+    graph = (
+        tf.function(jittered_cholesky)
+        .get_concrete_function(tf.TensorSpec([None, 4, 4], tf.float64))
+        .graph
+    )
+    assert not [op.type for op in graph.get_operations() if op.type in CONTROL_FLOW]
+    assert sum(op.type == "Cholesky" for op in graph.get_operations()) == 2  # trials, factor
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["graph", "xla"])
+def test_jittered_cholesky_gradient_is_that_of_each_matrix_s_chosen_jitter(compiled):
+    """The gradient flows through the factor with the jitter each matrix took (and its relative
+    scale), as if that jitter had been given: the trial factorisations add nothing to it."""
+    kuu = tf.constant(np.stack([_indefinite(0.5), _indefinite(-3e-5), _indefinite(-5e-4)]))
+    weights = tf.constant(np.random.default_rng(1).normal(size=(3, 4, 4)))
+    factors = tf.constant([1.0, 10.0, 100.0], tf.float64)[:, None, None]
+
+    @tf.function(jit_compile=compiled)
+    def gradients(kuu):
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch(kuu)
+            found = tf.reduce_sum(weights * jittered_cholesky(kuu))
+            expected = tf.reduce_sum(
+                weights * tf.linalg.cholesky(add_relative_jitter(kuu, factors))
+            )
+        return tape.gradient(found, kuu), tape.gradient(expected, kuu)
+
+    with gpflow.config.as_context(gpflow.config.Config(jitter=1e-5)):
+        found, expected = gradients(kuu)
+    assert np.all(np.isfinite(found.numpy()))
+    np.testing.assert_allclose(found.numpy(), expected.numpy(), rtol=1e-12, atol=1e-12)
