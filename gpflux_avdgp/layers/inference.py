@@ -291,8 +291,9 @@ class AffineInference(_InferenceBase):
     def call(self, inputs: tf.Tensor) -> AmortizedParameters:
         """:param inputs: amortization input ``h``, ``[N, D]``."""
         m, dim = self.num_inducing, self.input_dim
-        weights = tf.reshape(tf.transpose(self.affine_weights, [2, 0, 1]), [dim, m * dim])
-        inducing = tf.reshape(tf.linalg.matmul(inputs, weights), [-1, m, dim])  # W_m h, [N, M, D]
+        weights = tf.reshape(self.affine_weights, [m * dim, dim])  # rows (m, i), a view
+        inducing = tf.matmul(inputs, weights, transpose_b=True)  # (W_m h)_i, [N, M D]
+        inducing = tf.reshape(inducing, [-1, m, dim])  # [N, M, D]
         inducing += self.affine_biases
         q_mu = tf.reshape(self.mean_network(inputs), [-1, self.num_inducing, self.output_dim])
         q_sqrt = raw_to_q_sqrt(

@@ -33,7 +33,6 @@ from gpflow.keras import tf_keras
 
 from ..keras_metrics import MixtureMetric, check_standard_metric
 from ..layers import MixtureLayer, TrainableLikelihood
-from ..layers.anchor_placement import place_anchors
 from ..layers.readers import mixture_reader_fix
 from ..objectives import AVDGPLoss
 from ..predictive import binary_labels, is_categorical, is_classifier, predictive_distribution
@@ -276,6 +275,8 @@ class AVDGPModel(tf_keras.Sequential):
         array, before a GP layer would meet it. Prior reversion's anchors not yet placed are
         placed first (:func:`~gpflux_avdgp.layers.anchor_placement.place_anchors`)."""
         check_finite_data(x=x, y=y, validation_data=kwargs.get("validation_data"))
+        from ..layers.anchor_placement import place_anchors  # loaded when first needed
+
         place_anchors(self, x)
         return super().fit(x, y, *args, **kwargs)
 
