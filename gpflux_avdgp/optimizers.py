@@ -11,6 +11,8 @@ replicas and ``use_ema`` are refused in one line naming Keras' Adam.
 
 from __future__ import annotations
 
+import types
+
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
@@ -46,24 +48,27 @@ class FlatAdam(tf_keras.optimizers.Adam):
                 "replicas update per variable; use tf_keras.optimizers.Adam under tf.distribute"
             )
         self._built = True
-        self._sizes = [int(variable.shape.num_elements()) for variable in var_list]
-        self._groups: dict[tf.DType, list[int]] = {}  # positions in var_list, per float type
+        sizes = [int(variable.shape.num_elements()) for variable in var_list]
+        groups: dict[tf.DType, list[int]] = {}  # positions in var_list, per float type
         for index, variable in enumerate(var_list):
-            self._groups.setdefault(variable.dtype.base_dtype, []).append(index)
-        self._moments = {
+            groups.setdefault(variable.dtype.base_dtype, []).append(index)
+        moments = {
             dtype: [
-                self.add_variable((sum(self._sizes[i] for i in positions),), dtype, name=name)
+                self.add_variable((sum(sizes[i] for i in positions),), dtype, name=name)
                 for name in ("m", "v", "vhat")[: 3 if self.amsgrad else 2]
             ]
-            for dtype, positions in self._groups.items()
+            for dtype, positions in groups.items()
         }
+        # not tracked (the moments are, as the optimizer's variables): checkpoints keep their
+        # order, the layout comes from the variables each time
+        self._layout = types.SimpleNamespace(sizes=sizes, groups=groups, moments=moments)
 
     def _distributed_apply_gradients_fn(self, distribution, grads_and_vars, **kwargs):
         given = {
             self._var_key(variable): (gradient, variable) for gradient, variable in grads_and_vars
         }
         keys = list(self._index_dict)
-        for dtype, positions in self._groups.items():
+        for dtype, positions in self._layout.groups.items():
             self._update(dtype, positions, [given.get(keys[index]) for index in positions])
         return self.iterations.assign_add(1)
 
@@ -79,10 +84,10 @@ class FlatAdam(tf_keras.optimizers.Adam):
                     f"{self.name}: a sparse gradient (tf.IndexedSlices) for {pair[1].name!r}; "
                     "use tf_keras.optimizers.Adam for models with sparse gradients"
                 )
-            gradient = tf.zeros([self._sizes[index]], dtype) if pair is None else pair[0]
+            gradient = tf.zeros([self._layout.sizes[index]], dtype) if pair is None else pair[0]
             gradients.append(tf.reshape(tf.cast(gradient, dtype), [-1]))
         gradient = tf.concat(gradients, axis=0)  # [P]
-        momentum, velocity = self._moments[dtype][:2]
+        momentum, velocity = self._layout.moments[dtype][:2]
         step = tf.cast(self.iterations + 1, dtype)
         beta_1_power = tf.pow(tf.cast(self.beta_1, dtype), step)
         beta_2_power = tf.pow(tf.cast(self.beta_2, dtype), step)
@@ -94,17 +99,20 @@ class FlatAdam(tf_keras.optimizers.Adam):
         new_velocity = velocity + (tf.square(gradient) - velocity) * (1 - self.beta_2)
         if None in pairs:  # variables without a gradient keep their moments, as in Adam
             keep = tf.concat(
-                [tf.fill([self._sizes[i]], p is None) for i, p in zip(positions, pairs)], axis=0
+                [tf.fill([self._layout.sizes[i]], p is None) for i, p in zip(positions, pairs)],
+                axis=0,
             )
             new_momentum = tf.where(keep, momentum, new_momentum)
             new_velocity = tf.where(keep, velocity, new_velocity)
         momentum.assign(new_momentum)
         velocity.assign(new_velocity)
         if self.amsgrad:
-            new_velocity = self._moments[dtype][2].assign(
-                tf.maximum(self._moments[dtype][2], new_velocity)
+            new_velocity = self._layout.moments[dtype][2].assign(
+                tf.maximum(self._layout.moments[dtype][2], new_velocity)
             )
         updates = (new_momentum * alpha) / (tf.sqrt(new_velocity) + epsilon)  # [P]
-        for update, pair in zip(tf.split(updates, [self._sizes[i] for i in positions]), pairs):
+        for update, pair in zip(
+            tf.split(updates, [self._layout.sizes[i] for i in positions]), pairs
+        ):
             if pair is not None:
                 pair[1].assign_sub(tf.reshape(update, tf.shape(pair[1])))

@@ -169,3 +169,22 @@ def test_flat_adam_refuses_several_replicas():
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "2 replicas" in done.stdout and "use tf_keras.optimizers.Adam" in done.stdout
+
+
+def test_a_savedmodel_and_a_checkpoint_keep_flat_adam_s_state(tmp_path):
+    x, y = _data()
+    model = _model()
+    model.compile(FlatAdam(0.01))
+    model.fit(x, y, batch_size=20, epochs=1, shuffle=False, verbose=0)
+    model.save(tmp_path / "saved_model")  # a SavedModel folder
+    reloaded = ga.load_model(str(tmp_path / "saved_model"))
+    assert reloaded.optimizer.iterations.numpy() == 3
+    for mine, theirs in zip(reloaded.optimizer.variables, model.optimizer.variables):
+        np.testing.assert_array_equal(mine.numpy(), theirs.numpy())
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+    path = checkpoint.write(str(tmp_path / "checkpoint"))
+    moments = [v.numpy() for v in model.optimizer.variables]
+    model.fit(x, y, batch_size=20, epochs=1, shuffle=False, verbose=0)
+    checkpoint.read(path).assert_consumed()
+    for mine, theirs in zip(model.optimizer.variables, moments):
+        np.testing.assert_array_equal(mine.numpy(), theirs)

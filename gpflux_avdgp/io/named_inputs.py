@@ -60,13 +60,16 @@ def named_signatures(
 
         def by_name(columns: dict, function=function) -> dict:
             rows = tf.shape(columns[names[0]])[0]
-            for name in names[1:]:
+            checks = [
                 tf.debugging.assert_equal(
                     tf.shape(columns[name])[0],
                     rows,
                     message=f"{name}: expected as many rows as {names[0]}",
                 )
-            return function(tf.stack([columns[name] for name in names], axis=1))  # [N, D]
+                for name in names[1:]
+            ]
+            with tf.control_dependencies(checks):  # before the stack, which would fail first
+                return function(tf.stack([columns[name] for name in names], axis=1))  # [N, D]
 
         signatures[named] = tf.function(by_name).get_concrete_function(specs)
     return signatures
