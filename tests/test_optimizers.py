@@ -188,3 +188,30 @@ def test_a_savedmodel_and_a_checkpoint_keep_flat_adam_s_state(tmp_path):
     checkpoint.read(path).assert_consumed()
     for mine, theirs in zip(model.optimizer.variables, moments):
         np.testing.assert_array_equal(mine.numpy(), theirs)
+
+
+KERAS_LOAD_SCRIPT = """
+import sys
+import gpflux_avdgp  # does not import gpflux_avdgp.optimizers
+from gpflow.keras import tf_keras
+assert "gpflux_avdgp.optimizers" not in sys.modules
+model = tf_keras.models.load_model(sys.argv[1])
+print(type(model.optimizer).__name__, int(model.optimizer.iterations.numpy()))
+"""
+
+
+def test_keras_own_loader_reloads_a_model_saved_with_flat_adam(tmp_path):
+    x, y = _data()
+    model = _model()
+    model.compile(FlatAdam(0.01))
+    model.fit(x, y, batch_size=20, epochs=1, shuffle=False, verbose=0)
+    model.save(tmp_path / "model.keras")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+    done = subprocess.run(
+        [sys.executable, "-c", KERAS_LOAD_SCRIPT, str(tmp_path / "model.keras")],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["FlatAdam", "3"]
