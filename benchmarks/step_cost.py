@@ -61,9 +61,24 @@ STAGES = (
 )  # fmt: skip
 
 
+def _live(graph) -> list:
+    """The ops of ``graph`` that run: those its outputs and control outputs depend on (the
+    runtime prunes the rest, e.g. a tensor a layer computes and never reads)."""
+    targets = [t.op for t in graph.outputs] + list(graph.control_outputs)
+    live: dict = {}
+    while targets:
+        op = targets.pop()
+        if op.name in live:
+            continue
+        live[op.name] = op
+        targets.extend(t.op for t in op.inputs)
+        targets.extend(op.control_inputs)
+    return [op for op in graph.get_operations() if op.name in live]
+
+
 def _walk(graph, prefix: str = ""):
-    """``(name, op)`` of every op of ``graph`` and of the functions its ops call."""
-    for op in graph.get_operations():
+    """``(name, op)`` of every op of ``graph`` that runs and of the functions its ops call."""
+    for op in _live(graph) if hasattr(graph, "outputs") else graph.get_operations():
         yield prefix + op.name, op
         for attr in ("then_branch", "else_branch", "body", "cond", "f", "branches"):
             try:

@@ -46,6 +46,7 @@ from .validation import check_choice, check_positive_int
 __all__ = [
     "PropagationRule",
     "Propagated",
+    "SharedPoints",
     "propagate",
 ]
 
@@ -62,12 +63,23 @@ class PropagationRule(str, enum.Enum):
         return self is not PropagationRule.AR2P
 
 
+class SharedPoints(NamedTuple):
+    """``F[b, s] = centres[b] + points[s] * scales[b]``: an expanded mixture's locations under
+    AR2P or common draws, in factors (:mod:`gpflux_avdgp.core.shared_points`)."""
+
+    centres: tf.Tensor  #: ``[B, D]``, the input mixture's mean
+    scales: tf.Tensor  #: ``[B, D]``, its standard deviations
+    points: tf.Tensor  #: ``[S, D]``, sigma points or standard-normal draws
+
+
 class Propagated(NamedTuple):
     """What a GP layer consumes."""
 
     locations: tf.Tensor  #: ``F``, ``[B, S, D]``
     amortization_input: tf.Tensor  #: ``h``, ``[B, D]``, or ``[B, S, D]`` under AR1
     log_weights: tf.Tensor  #: ``[B, S]``
+    #: ``F`` in factored form when its points are shared by all datapoints, else ``None``
+    shared_points: Optional[SharedPoints] = None
 
 
 @check_shapes(
@@ -129,8 +141,12 @@ def propagate(
         )  # [R B, S, D] ([1, S, D] with common draws)
         if num_replicas != 1:
             scale_draws = scale_draws[replica_id * batch : (replica_id + 1) * batch]  # [B, S, D]
-    locations = means + scale_draws * tf.sqrt(tf.maximum(variances, 0.0))  # [B, S, D]
-    batch_ones = tf.ones_like(locations[..., 0])  # [B, S]
+    scales = tf.sqrt(tf.maximum(variances, 0.0))  # [B, S_in, D]
+    locations = means + scale_draws * scales  # [B, S, D]
+    shared_points = None
+    if expand and scale_draws.shape[0] == 1:  # sigma points, or common draws
+        shared_points = SharedPoints(means[:, 0], scales[:, 0], scale_draws[0])
+    batch_ones = tf.ones_like(means[..., 0]) * tf.ones_like(scale_draws[..., 0])  # [B, S]
 
     if not expand:
         out_log_weights = mixture.log_weights * tf.ones_like(batch_ones)
@@ -145,4 +161,4 @@ def propagate(
         amortization_input = locations
     else:
         amortization_input = mixture.mean()  # [B, D]
-    return Propagated(locations, amortization_input, out_log_weights)
+    return Propagated(locations, amortization_input, out_log_weights, shared_points)

@@ -249,3 +249,32 @@ def test_a_model_rule_gives_its_layer_rule_and_objective(rule, layer_rule, objec
 def test_unknown_model_rule_is_refused_in_one_line():
     with pytest.raises(ValueError, match=r"^rule: expected one of 'ar1', .*, got 'ar3'$"):
         check_choice("rule", "ar3", ModelRule)
+
+
+@pytest.mark.parametrize(
+    "rule, components, common_draws, shared",
+    [
+        ("ar2p", 1, False, True),  # sigma points on an expanded mixture
+        ("ar2", 1, True, True),  # common draws (prediction)
+        ("ar2", 1, False, False),  # every datapoint draws its own
+        ("ar2p", S, False, False),  # paired: each component has its own centre and scale
+    ],
+)
+def test_shared_points_factor_the_locations(rng, rule, components, common_draws, shared):
+    """``Propagated.shared_points`` is given exactly when ``F[b, s] = c_b + p_s * sigma_b``
+    with one set of points, and then reproduces ``F``."""
+    means, variances, log_weights = _random_mixture(rng, components)
+    out = propagate(
+        _mixture(means, variances, log_weights),
+        rule,
+        num_points=S,
+        sigma_points=tf.constant(rng.normal(size=(S, D))),
+        log_weights=tf.constant(np.full(S, -np.log(S))),
+        seed=3,
+        common_draws=common_draws,
+    )
+    assert (out.shared_points is not None) is shared
+    if shared:
+        centres, scales, points = (t.numpy() for t in out.shared_points)
+        formed = centres[:, None, :] + points[None] * scales[:, None, :]
+        np.testing.assert_allclose(formed, out.locations.numpy(), rtol=1e-15, atol=1e-15)

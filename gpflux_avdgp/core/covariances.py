@@ -15,10 +15,10 @@ import gpflow
 import tensorflow as tf
 from check_shapes import check_shapes
 
-__all__ = ["gram_against", "pointwise_covariances", "prior_variances"]
+__all__ = ["gram_against", "pointwise_covariances", "prior_variances", "squared_distances"]
 
 
-def _squared_distances_by_products(left: tf.Tensor, right: tf.Tensor) -> tf.Tensor:
+def squared_distances(left: tf.Tensor, right: tf.Tensor) -> tf.Tensor:
     """``|l_i - r_j|^2`` as ``|l_i|^2 + |r_j|^2 - 2 l_i . r_j``, clipped at 0: ``[..., I, J]``.
 
     One batched matrix product instead of the ``[..., I, J, D]`` differences (whose forward and
@@ -57,23 +57,31 @@ def gram_against(kernel: gpflow.kernels.Kernel, rows: tf.Tensor, points: tf.Tens
     :returns: ``[batch..., I, I + J]``.
     """
     if isinstance(kernel, gpflow.kernels.IsotropicStationary):
-        rows, points = (kernel.scale(p) for p in _columns(kernel, rows, points))
-        centre = tf.reduce_mean(rows, axis=-2, keepdims=True)  # [..., 1, D]
+        rows, points = _columns(kernel, rows, points)
+        one_lengthscale = _has_one_lengthscale(kernel)
+        if not one_lengthscale:
+            rows, points = kernel.scale(rows), kernel.scale(points)
+        # r2 does not depend on the centre: no gradient flows to it (exactly zero anyway)
+        centre = tf.stop_gradient(tf.reduce_mean(rows, axis=-2, keepdims=True))  # [..., 1, D]
         rows, points = rows - centre, points - centre
-        squared_distances = tf.concat(
-            [
-                _squared_distances_by_products(rows, rows),
-                _squared_distances_by_products(rows, points),
-            ],
-            axis=-1,
+        r2 = tf.concat(
+            [squared_distances(rows, rows), squared_distances(rows, points)], axis=-1
         )  # [..., I, I + J]
-        return kernel.K_r2(squared_distances)
+        if one_lengthscale:  # scale r2 [..., I, I + J], not the points [..., J, D]
+            r2 *= tf.math.reciprocal(tf.square(kernel.lengthscales))
+        return kernel.K_r2(r2)
     count = tf.shape(rows)[-2]
     if isinstance(kernel, gpflow.kernels.AnisotropicStationary):
         both = kernel.scale(tf.concat(_columns(kernel, rows, points), axis=-2))
         return kernel.K_d(both[..., :count, None, :] - both[..., None, :, :])
     # kernel(...) (not kernel.K) slices active_dims, also inside Sum/Product kernels
     return kernel(tf.concat([rows, points], axis=-2))[..., :count, :]
+
+
+def _has_one_lengthscale(kernel: gpflow.kernels.IsotropicStationary) -> bool:
+    """Whether ``kernel.scale`` divides by one scalar lengthscale (GPflow's own ``scale``)."""
+    own_scale = type(kernel).scale is not gpflow.kernels.Stationary.scale
+    return not own_scale and tf.convert_to_tensor(kernel.lengthscales).shape.rank == 0
 
 
 @check_shapes(

@@ -75,7 +75,7 @@ def load_model(
         directory, truncated or corrupt, or does not describe a loadable model; the message
         is one line naming the file and the problem (the original error is chained).
     """
-    from ..layers import mixture_likelihood_layer  # noqa: F401  (registers it; loaded lazily)
+    from ..layers import gpflux_adapter, mixture_likelihood_layer  # noqa: F401  (register them)
     from .model_file import check_model_file  # loaded on first use: import stays light
 
     path = os.fspath(path)

@@ -1,9 +1,11 @@
-"""Keras layers of gpflux_avdgp. :class:`MixtureLikelihoodLayer` (GPflux's ``DeepGP``) and
-:func:`place_anchors` (before training) load on first use."""
+"""Keras layers of gpflux_avdgp. :class:`MixtureLikelihoodLayer` (GPflux's ``DeepGP``),
+:class:`SigmaPointGPLayer` (GPflux's layers) and :func:`place_anchors` (before training) load
+on first use."""
+
+from importlib import import_module
 
 from .amortized_gp_layer import AmortizedGPLayer, KLConvention
 from .base import MixtureLayer
-from .gpflux_adapter import SigmaPointGPLayer
 from .inference import InferenceKind
 from .likelihood_layer import TrainableLikelihood
 from .mixture_readout import MixtureMean, MixtureSample
@@ -22,14 +24,17 @@ __all__ = [
 ]
 
 
+#: Names loaded on first use, by the module that defines them.
+_LOADED_ON_FIRST_USE = {
+    "MixtureLikelihoodLayer": ".mixture_likelihood_layer",
+    "SigmaPointGPLayer": ".gpflux_adapter",
+    "place_anchors": ".anchor_placement",
+}
+
+
 def __getattr__(name: str):
-    """``MixtureLikelihoodLayer`` and ``place_anchors``, imported on first use."""
-    if name == "MixtureLikelihoodLayer":
-        from .mixture_likelihood_layer import MixtureLikelihoodLayer
-
-        return MixtureLikelihoodLayer
-    if name == "place_anchors":
-        from .anchor_placement import place_anchors
-
-        return place_anchors
-    raise AttributeError(f"module 'gpflux_avdgp.layers' has no attribute {name!r}")
+    """The names of :data:`_LOADED_ON_FIRST_USE`, imported when first asked for."""
+    module = _LOADED_ON_FIRST_USE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gpflux_avdgp.layers' has no attribute {name!r}")
+    return getattr(import_module(module, __name__), name)

@@ -23,7 +23,7 @@ from ..kernels import (
     make_kernel,
     make_mean_function,
 )
-from ..propagation import Propagated, PropagationRule
+from ..propagation import Propagated, PropagationRule, SharedPoints
 from ..validation import (
     check_choice,
     check_nonnegative_int,
@@ -302,13 +302,24 @@ class AmortizedGPLayer(MixtureLayer):
             return tf.zeros([], dtype=points.dtype)
         return self.mean_function(points)
 
+    def _factored(self, kernel, inducing, shared: Optional[SharedPoints]) -> Optional[tuple]:
+        """``(Kuu, Kuf, kff, m(F))`` from the factors of shared ``F``, or ``None`` if ``F``
+        must be formed (:mod:`~gpflux_avdgp.core.shared_points`, loaded on first use)."""
+        from ..core import shared_points
+
+        if shared is None or not shared_points.shared_points_available(kernel):
+            return None
+        kuu, kuf, kff = shared_points.shared_point_covariances(kernel, inducing, *shared)
+        mean = shared_points.mean_at_shared_points(self.mean_function, *shared)
+        return kuu, kuf, kff, tf.zeros([], kuu.dtype) if mean is None else mean
+
     def _components(
         self, propagated: Propagated, training: bool
     ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        locations, amortization_input, log_weights = propagated  # F [B, S, D]
-        batch, num_points = tf.shape(locations)[0], tf.shape(locations)[1]
+        locations, amortization_input, log_weights, shared = propagated  # F [B, S, D]
         per_sample = self.rule is PropagationRule.AR1 and amortization_input.shape.rank == 3
         if per_sample:  # every (datapoint, sample) pair is its own problem with one location
+            batch, num_points = tf.shape(locations)[0], tf.shape(locations)[1]
             amortization_input = tf.reshape(amortization_input, [-1, self.input_dim])
             locations = tf.reshape(locations, [-1, 1, self.input_dim])  # [B S, 1, D]
 
@@ -320,7 +331,12 @@ class AmortizedGPLayer(MixtureLayer):
                 weight = self._anchor_weight(kernel, amortization_input, training)  # [N]
                 q_mu, q_sqrt = revert_to_prior(q_mu, q_sqrt, weight)
         with tf.name_scope("covariances"):
-            kuu, kuf, kff = pointwise_covariances(kernel, inducing, locations)
+            factored = self._factored(kernel, inducing, None if per_sample else shared)
+            if factored is None:
+                kuu, kuf, kff = pointwise_covariances(kernel, inducing, locations)
+                mean_at_locations = self._mean_at(locations)
+            else:  # F [B, S, D] is never formed (graphs prune it)
+                kuu, kuf, kff, mean_at_locations = factored
         with tf.name_scope("cholesky"):
             chol_kuu = jittered_cholesky(kuu)  # [N, M, M], relative and adaptive jitter
         with tf.name_scope("conditional"):
@@ -331,7 +347,7 @@ class AmortizedGPLayer(MixtureLayer):
             mean, var = amortized_conditional(
                 chol_kuu, kuf, kff, q_mu_centred, q_sqrt, whiten=self.whiten
             )  # [N, P, Q]
-            mean += self._mean_at(locations)
+            mean += mean_at_locations
         with tf.name_scope("kl"):
             kl = amortized_kl(chol_kuu, q_mu_centred, q_sqrt, whiten=self.whiten)  # [N]
 

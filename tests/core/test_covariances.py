@@ -174,3 +174,23 @@ def test_kuf_near_coincident_points_stays_at_most_the_variance_in_float32(rng):
     for b in range(3):
         exact = np.array([[expected(z[b, i], f[b, j]) for j in range(8)] for i in range(8)])
         np.testing.assert_allclose(kuf.numpy()[b], exact, rtol=1e-3, atol=1e-5)
+
+
+class _DoubledScale(gpflow.kernels.SquaredExponential):
+    """An isotropic kernel with its own ``scale``: the fast paths must call it."""
+
+    def scale(self, X):
+        return None if X is None else 2.0 * X / self.lengthscales
+
+
+@pytest.mark.parametrize("lengthscales", [0.8, [0.5, 1.3, 2.1]], ids=["one", "per_column"])
+def test_an_own_scale_method_is_used(rng, lengthscales):
+    """``gram_against`` scales ``r^2`` by ``1/l^2`` instead of the points only for GPflow's
+    own ``scale``; a kernel that defines another gets its own."""
+    inducing, locations = _inputs(rng)
+    kernel = _DoubledScale(variance=1.1, lengthscales=lengthscales)
+    kuu, kuf, _ = pointwise_covariances(kernel, inducing, locations)
+    for b in range(B):
+        np.testing.assert_allclose(kuu.numpy()[b], kernel.K(inducing[b]).numpy(), rtol=RTOL)
+        expected = kernel.K(inducing[b], locations[b]).numpy()
+        np.testing.assert_allclose(kuf.numpy()[b], expected, rtol=RTOL, atol=ATOL)
