@@ -18,18 +18,20 @@ from check_shapes import check_shapes
 __all__ = ["gram_against", "pointwise_covariances", "prior_variances", "squared_distances"]
 
 
-def squared_distances(left: tf.Tensor, right: tf.Tensor) -> tf.Tensor:
-    """``|l_i - r_j|^2`` as ``|l_i|^2 + |r_j|^2 - 2 l_i . r_j``, clipped at 0: ``[..., I, J]``.
+def squared_distances(rows: tf.Tensor, both: tf.Tensor, norms: tf.Tensor) -> tf.Tensor:
+    """``|r_i - b_j|^2`` for the first ``I`` rows ``r`` of ``both`` ``[..., I + J, D]``, as
+    ``|r_i|^2 + |b_j|^2 - 2 r_i . b_j`` clipped at 0, from ``norms = |both|^2``: ``[..., I,
+    I + J]``.
 
     One batched matrix product instead of the ``[..., I, J, D]`` differences (whose forward and
-    backward passes were a fifth of a training step on CPU). The cancellation error is
-    ``eps |l| |r|``: centre both on the rows' mean first (:func:`gram_against`), so that it is
-    ``eps`` times the spread of the points, not their distance from the origin.
+    backward passes were a fifth of a training step on CPU), each squared norm computed once.
+    The cancellation error is ``eps |r| |b|``: centre on the rows' mean first
+    (:func:`gram_against`), so that it is ``eps`` times the spread of the points, not their
+    distance from the origin.
     """
-    left_norms = tf.reduce_sum(tf.square(left), axis=-1)[..., :, None]  # [..., I, 1]
-    right_norms = tf.reduce_sum(tf.square(right), axis=-1)[..., None, :]  # [..., 1, J]
-    products = tf.linalg.matmul(left, right, transpose_b=True)  # [..., I, J]
-    return tf.maximum(left_norms + right_norms - 2.0 * products, 0.0)
+    products = tf.linalg.matmul(rows, both, transpose_b=True)  # [..., I, I + J]
+    row_norms = norms[..., : tf.shape(rows)[-2], None]  # [..., I, 1]
+    return tf.maximum(row_norms + norms[..., None, :] - 2.0 * products, 0.0)
 
 
 def _columns(kernel: gpflow.kernels.Kernel, *points: tf.Tensor) -> tuple[tf.Tensor, ...]:
@@ -63,10 +65,9 @@ def gram_against(kernel: gpflow.kernels.Kernel, rows: tf.Tensor, points: tf.Tens
             rows, points = kernel.scale(rows), kernel.scale(points)
         # r2 does not depend on the centre: no gradient flows to it (exactly zero anyway)
         centre = tf.stop_gradient(tf.reduce_mean(rows, axis=-2, keepdims=True))  # [..., 1, D]
-        rows, points = rows - centre, points - centre
-        r2 = tf.concat(
-            [squared_distances(rows, rows), squared_distances(rows, points)], axis=-1
-        )  # [..., I, I + J]
+        rows = rows - centre
+        both = tf.concat([rows, points - centre], axis=-2)  # [..., I + J, D]
+        r2 = squared_distances(rows, both, tf.reduce_sum(tf.square(both), axis=-1))
         if one_lengthscale:  # scale r2 [..., I, I + J], not the points [..., J, D]
             r2 *= tf.math.reciprocal(tf.square(kernel.lengthscales))
         return kernel.K_r2(r2)

@@ -79,9 +79,10 @@ def shared_point_covariances(
         tf.concat([points, tf.square(points)], axis=-1),
         transpose_b=True,
     )  # |F_s|^2, [B, S]
-    inducing_norms = tf.reduce_sum(tf.square(inducing), axis=-1)[..., None]  # [B, M, 1]
-    kuf_r2 = tf.maximum(inducing_norms + point_norms[:, None, :] - 2.0 * cross, 0.0)
-    r2 = tf.concat([squared_distances(inducing, inducing), kuf_r2], axis=-1)  # [B, M, M + S]
+    inducing_norms = tf.reduce_sum(tf.square(inducing), axis=-1)  # [B, M]
+    kuu_r2 = squared_distances(inducing, inducing, inducing_norms)  # [B, M, M]
+    kuf_r2 = tf.maximum(inducing_norms[..., None] + point_norms[:, None, :] - 2.0 * cross, 0.0)
+    r2 = tf.concat([kuu_r2, kuf_r2], axis=-1)  # [B, M, M + S]
     if lengthscales.shape.rank == 0:
         r2 *= tf.math.reciprocal(tf.square(lengthscales))
     kuu, kuf = tf.split(kernel.K_r2(r2), [shape[1], tf.shape(points)[0]], axis=-1)
