@@ -24,7 +24,9 @@ Every configuration runs in its own process, one after the other (never two at o
     python benchmarks/step_cost.py --out benchmarks/results/step_cost
 
 On a GPU machine the same command measures the GPU (TensorFlow places the step there); add
-``--device-note "GPU name"`` to label the results.
+``--device-note "GPU name"`` to label the results. Separate processes run minutes apart, and
+this shared machine's speed drifts by up to 40 % over a run; ``--paired avdgp:flat,mlp:flat``
+trains both in one process with their epochs alternated, for a ratio that drift does not move.
 """
 
 from __future__ import annotations
@@ -244,6 +246,54 @@ def one_configuration(args) -> dict:
     return record
 
 
+def paired(args) -> dict:
+    """Epochs of ``args.paired`` (two ``model:optimizer``, without XLA) built in one process
+    and alternated, ``args.epochs`` each after a traced one: the ratio of each pair of
+    neighbouring epochs does not see the machine's speed drift over a run, which moves the
+    separate processes' seconds by up to 40 %."""
+    import numpy as np
+    from gpflow.keras import tf_keras
+
+    from avdgp.training import float_type
+    from gpflux_avdgp.optimizers import FlatAdam
+
+    first, second = args.paired.split(",")
+    with float_type(args.dtype):
+        x, y = load(np.float64 if args.dtype == "float64" else np.float32)
+        rows = (len(x) // args.batch_size) * args.batch_size
+        models = {}
+        for configuration in (first, second):
+            tf_keras.utils.set_random_seed(0)
+            name, optimizer = configuration.split(":")
+            model, loss = build(name, x, len(x))
+            model.compile(
+                {"adam": tf_keras.optimizers.Adam, "flat": FlatAdam}[optimizer](0.005), loss=loss
+            )
+            models[configuration] = model
+
+        def epoch(configuration: str) -> float:
+            start = time.perf_counter()
+            models[configuration].fit(
+                x[:rows], y[:rows], batch_size=args.batch_size, epochs=1, verbose=0, shuffle=True
+            )
+            return time.perf_counter() - start
+
+        for configuration in models:
+            epoch(configuration)  # traces
+        seconds: dict = {first: [], second: []}
+        for round_ in range(args.epochs):
+            for configuration in (first, second) if round_ % 2 == 0 else (second, first):
+                seconds[configuration].append(epoch(configuration))
+    ratios = [a / b for a, b in zip(seconds[first], seconds[second])]
+    return {
+        "paired": [first, second],
+        "dtype": args.dtype,
+        "epoch_seconds": seconds,
+        "ratios": ratios,
+        "median_ratio": float(np.median(ratios)),
+    }
+
+
 def _order(configuration: str) -> tuple:
     model, optimizer = configuration.split(":")
     return (MODELS.index(model), optimizer != "flat")
@@ -314,11 +364,28 @@ def main(argv=None) -> int:
     parser.add_argument("--batch-size", type=int, default=100)
     parser.add_argument("--device-note", default="")
     parser.add_argument("--out", default="benchmarks/results/step_cost")
+    parser.add_argument(
+        "--paired",
+        help="two model:optimizer trained in one process, epochs alternated (e.g. "
+        "avdgp:flat,mlp:flat): their ratio, robust to the machine's drift; nothing else runs",
+    )
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
         print(json.dumps(one_configuration(args)))
+        return 0
+    if args.paired:
+        record = paired(args)
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        with open(Path(args.out) / "paired.jsonl", "a") as file:
+            file.write(json.dumps(record) + "\n")
+        first, second = record["paired"]
+        ratios = ", ".join(f"{ratio:.2f}" for ratio in record["ratios"])
+        print(
+            f"{first} / {second}, epochs alternated in one process: median ratio "
+            f"{record['median_ratio']:.2f} (ratios {ratios})"
+        )
         return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
