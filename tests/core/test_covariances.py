@@ -6,6 +6,7 @@ import pytest
 import reference
 import tensorflow as tf
 from helpers import REFERENCE_TOLERANCE
+from kernel_cases import KERNEL_CASES, assert_covariance_blocks
 
 from gpflux_avdgp.core.covariances import pointwise_covariances
 
@@ -19,50 +20,13 @@ def _inputs(rng):
     return inducing, locations
 
 
-def _assert_blocks(actual, expected):
-    for name, act, exp in zip(("Kuu", "Kuf", "kff"), actual, expected):
-        np.testing.assert_allclose(act.numpy(), exp, rtol=RTOL, atol=ATOL, err_msg=name)
-
-
-KERNEL_CASES = {
-    "matern52_isotropic": (
-        lambda: gpflow.kernels.Matern52(variance=1.7, lengthscales=0.8),
-        lambda: reference.matern52(1.7, 0.8),
-    ),
-    "matern52_ard": (
-        lambda: gpflow.kernels.Matern52(variance=0.6, lengthscales=[0.5, 1.3, 2.1]),
-        lambda: reference.matern52(0.6, [0.5, 1.3, 2.1]),
-    ),
-    "squared_exponential_isotropic": (
-        lambda: gpflow.kernels.SquaredExponential(variance=2.3, lengthscales=1.4),
-        lambda: reference.squared_exponential(2.3, 1.4),
-    ),
-    "squared_exponential_ard": (
-        lambda: gpflow.kernels.SquaredExponential(variance=0.9, lengthscales=[0.7, 1.1, 0.4]),
-        lambda: reference.squared_exponential(0.9, [0.7, 1.1, 0.4]),
-    ),
-    "linear": (
-        lambda: gpflow.kernels.Linear(variance=0.8),
-        lambda: reference.linear(0.8),
-    ),
-    "linear_ard": (
-        lambda: gpflow.kernels.Linear(variance=[0.3, 1.2, 2.0]),
-        lambda: reference.linear([0.3, 1.2, 2.0]),
-    ),
-    "polynomial": (
-        lambda: gpflow.kernels.Polynomial(degree=3.0, variance=0.7, offset=1.5),
-        lambda: reference.polynomial(0.7, 1.5, 3.0),
-    ),
-}
-
-
 @pytest.mark.parametrize("case", sorted(KERNEL_CASES))
 def test_pointwise_covariances_match_loops(rng, case):
     make_kernel, make_reference = KERNEL_CASES[case]
     inducing, locations = _inputs(rng)
     actual = pointwise_covariances(make_kernel(), inducing, locations)
     expected = reference.pointwise_covariances(make_reference(), inducing, locations)
-    _assert_blocks(actual, expected)
+    assert_covariance_blocks(actual, expected)
 
 
 def _matern_on_dim1_plus_linear_on_dims02():
@@ -99,7 +63,7 @@ def test_kernel_active_dims_are_respected(rng, case):
     inducing, locations = _inputs(rng)
     actual = pointwise_covariances(make_kernel(), inducing, locations)
     expected = reference.pointwise_covariances(make_reference(), inducing, locations)
-    _assert_blocks(actual, expected)
+    assert_covariance_blocks(actual, expected)
 
 
 def test_sum_of_stationary_and_linear_uses_fallback(rng):
@@ -112,7 +76,7 @@ def test_sum_of_stationary_and_linear_uses_fallback(rng):
     expected = reference.pointwise_covariances(
         lambda x, y: matern(x, y) + lin(x, y), inducing, locations
     )
-    _assert_blocks(actual, expected)
+    assert_covariance_blocks(actual, expected)
 
 
 @pytest.mark.parametrize(
