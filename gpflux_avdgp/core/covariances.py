@@ -11,11 +11,21 @@ per-point concatenation ``[Z_n; F_n]`` (``[N, M + P, D]``) and sliced.
 
 from __future__ import annotations
 
+from typing import Optional
+
 import gpflow
 import tensorflow as tf
 from check_shapes import check_shapes
 
-__all__ = ["gram_against", "pointwise_covariances", "prior_variances", "squared_distances"]
+__all__ = [
+    "gram_against",
+    "has_gpflow_scale",
+    "lengthscale_scaling",
+    "pointwise_covariances",
+    "prior_variances",
+    "reads_all_columns",
+    "squared_distances",
+]
 
 
 def squared_distances(rows: tf.Tensor, both: tf.Tensor, norms: tf.Tensor) -> tf.Tensor:
@@ -34,10 +44,32 @@ def squared_distances(rows: tf.Tensor, both: tf.Tensor, norms: tf.Tensor) -> tf.
     return tf.maximum(row_norms + norms[..., None, :] - 2.0 * products, 0.0)
 
 
+def reads_all_columns(kernel: gpflow.kernels.Kernel) -> bool:
+    """Whether ``kernel``'s ``active_dims`` are all input columns."""
+    return isinstance(kernel.active_dims, slice) and kernel.active_dims == slice(None, None, None)
+
+
+def has_gpflow_scale(kernel: gpflow.kernels.Stationary) -> bool:
+    """Whether ``kernel.scale`` is GPflow's (the points divided by the lengthscales)."""
+    return type(kernel).scale is gpflow.kernels.Stationary.scale
+
+
+def lengthscale_scaling(
+    kernel: gpflow.kernels.IsotropicStationary, *points: tf.Tensor
+) -> tuple[tuple[tf.Tensor, ...], Optional[tf.Tensor]]:
+    """``(points, factor)`` for squared distances divided by the lengthscales: with one
+    lengthscale and GPflow's ``scale``, the points as given and ``factor = 1 / l^2`` to multiply
+    the distances ``[..., I, I + J]`` by (instead of dividing the points ``[..., J, D]``);
+    otherwise ``kernel.scale`` of each and ``None``."""
+    if has_gpflow_scale(kernel) and tf.convert_to_tensor(kernel.lengthscales).shape.rank == 0:
+        return points, tf.math.reciprocal(tf.square(kernel.lengthscales))
+    return tuple(kernel.scale(p) for p in points), None
+
+
 def _columns(kernel: gpflow.kernels.Kernel, *points: tf.Tensor) -> tuple[tf.Tensor, ...]:
     """``points`` restricted to the kernel's ``active_dims`` (as is when it takes them all: a
     slice that keeps everything still costs a full-size copy in the backward pass)."""
-    if isinstance(kernel.active_dims, slice) and kernel.active_dims == slice(None, None, None):
+    if reads_all_columns(kernel):
         return points
     return tuple(kernel.slice(p, None)[0] for p in points)
 
@@ -59,30 +91,19 @@ def gram_against(kernel: gpflow.kernels.Kernel, rows: tf.Tensor, points: tf.Tens
     :returns: ``[batch..., I, I + J]``.
     """
     if isinstance(kernel, gpflow.kernels.IsotropicStationary):
-        rows, points = _columns(kernel, rows, points)
-        one_lengthscale = _has_one_lengthscale(kernel)
-        if not one_lengthscale:
-            rows, points = kernel.scale(rows), kernel.scale(points)
+        (rows, points), factor = lengthscale_scaling(kernel, *_columns(kernel, rows, points))
         # r2 does not depend on the centre: no gradient flows to it (exactly zero anyway)
         centre = tf.stop_gradient(tf.reduce_mean(rows, axis=-2, keepdims=True))  # [..., 1, D]
         rows = rows - centre
         both = tf.concat([rows, points - centre], axis=-2)  # [..., I + J, D]
         r2 = squared_distances(rows, both, tf.reduce_sum(tf.square(both), axis=-1))
-        if one_lengthscale:  # scale r2 [..., I, I + J], not the points [..., J, D]
-            r2 *= tf.math.reciprocal(tf.square(kernel.lengthscales))
-        return kernel.K_r2(r2)
+        return kernel.K_r2(r2 if factor is None else factor * r2)
     count = tf.shape(rows)[-2]
     if isinstance(kernel, gpflow.kernels.AnisotropicStationary):
         both = kernel.scale(tf.concat(_columns(kernel, rows, points), axis=-2))
         return kernel.K_d(both[..., :count, None, :] - both[..., None, :, :])
     # kernel(...) (not kernel.K) slices active_dims, also inside Sum/Product kernels
     return kernel(tf.concat([rows, points], axis=-2))[..., :count, :]
-
-
-def _has_one_lengthscale(kernel: gpflow.kernels.IsotropicStationary) -> bool:
-    """Whether ``kernel.scale`` divides by one scalar lengthscale (GPflow's own ``scale``)."""
-    own_scale = type(kernel).scale is not gpflow.kernels.Stationary.scale
-    return not own_scale and tf.convert_to_tensor(kernel.lengthscales).shape.rank == 0
 
 
 @check_shapes(

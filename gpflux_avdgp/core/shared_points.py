@@ -20,7 +20,13 @@ import gpflow
 import tensorflow as tf
 from check_shapes import check_shapes
 
-from .covariances import prior_variances, squared_distances
+from .covariances import (
+    has_gpflow_scale,
+    lengthscale_scaling,
+    prior_variances,
+    reads_all_columns,
+    squared_distances,
+)
 
 __all__ = ["mean_at_shared_points", "shared_point_covariances", "shared_points_available"]
 
@@ -30,9 +36,8 @@ def shared_points_available(kernel: gpflow.kernels.Kernel) -> bool:
     kernels on all input columns with GPflow's own scaling (others use ``F`` formed)."""
     return (
         isinstance(kernel, gpflow.kernels.IsotropicStationary)
-        and type(kernel).scale is gpflow.kernels.Stationary.scale
-        and isinstance(kernel.active_dims, slice)
-        and kernel.active_dims == slice(None, None, None)
+        and has_gpflow_scale(kernel)  # linear in the points: the factors can be scaled
+        and reads_all_columns(kernel)
     )
 
 
@@ -61,10 +66,7 @@ def shared_point_covariances(
 
     :returns: ``Kuu`` ``[B, M, M]`` (no jitter), ``Kuf`` ``[B, M, S]``, ``kff`` ``[B, S]``.
     """
-    lengthscales = tf.convert_to_tensor(kernel.lengthscales)
-    if lengthscales.shape.rank != 0:  # one per column: scale the factors (F is never formed)
-        inverse = tf.math.reciprocal(lengthscales)  # [D]
-        inducing, centres, scales = inducing * inverse, centres * inverse, scales * inverse
+    (inducing, centres, scales), factor = lengthscale_scaling(kernel, inducing, centres, scales)
     centre = tf.stop_gradient(tf.reduce_mean(inducing, axis=-2, keepdims=True))  # [B, 1, D]
     inducing, centres = inducing - centre, centres - centre[:, 0]
     shape = tf.shape(inducing)  # [B, M, D]
@@ -83,8 +85,7 @@ def shared_point_covariances(
     kuu_r2 = squared_distances(inducing, inducing, inducing_norms)  # [B, M, M]
     kuf_r2 = tf.maximum(inducing_norms[..., None] + point_norms[:, None, :] - 2.0 * cross, 0.0)
     r2 = tf.concat([kuu_r2, kuf_r2], axis=-1)  # [B, M, M + S]
-    if lengthscales.shape.rank == 0:
-        r2 *= tf.math.reciprocal(tf.square(lengthscales))
+    r2 = r2 if factor is None else factor * r2
     kuu, kuf = tf.split(kernel.K_r2(r2), [shape[1], tf.shape(points)[0]], axis=-1)
     return kuu, kuf, prior_variances(kernel, points) * tf.ones_like(point_norms)
 
