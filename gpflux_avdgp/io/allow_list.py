@@ -35,6 +35,7 @@ from gpflow.keras import tf_keras
 from tensorflow.python.util import tf_export
 from tf_keras.src.layers import serialization as layer_serialization
 from tf_keras.src.layers.core import tf_op_layer
+from tf_keras.src.saving import serialization_lib
 
 from .errors import UnsafeModelError
 
@@ -168,26 +169,30 @@ def _typespec_problem(entry: dict) -> Optional[str]:
 
 
 def _function_problem(entry: dict, trusted: dict) -> Optional[str]:
-    """A function entry: every name in it (``config``, ``registered_name``) is a trusted
-    function, one registered by gpflux_avdgp, GPflow or GPflux, or a Keras built-in."""
+    """A function entry: what ``tf_keras`` would find for it (by registered name, else by
+    module, never importing) is a trusted function, one registered by gpflux_avdgp, GPflow or
+    GPflux, or a Keras built-in activation, loss or metric."""
     module = entry.get("module")
     names = [entry.get("config")]
     if entry.get("registered_name") not in (None, "function"):
         names.append(entry["registered_name"])
     for name in names:
-        if not isinstance(name, str):
+        if not isinstance(name, str) or not _NAME.match(name):
             return f"a function named {name!r}"
         if name in trusted:
             continue
         registered = tf_keras.saving.get_registered_object(name)
-        if registered is not None and _defined_in(registered, TRUSTED_PACKAGES):
-            continue
-        keras_module = module in (None, "builtins") or (
-            isinstance(module, str) and module.startswith(("keras", "tf_keras"))
-        )
-        if registered is None and keras_module and _keras_function(name) is not None:
-            continue
-        return f"function {module}.{name}, not a Keras activation, loss or metric"
+        if registered is not None:
+            if _defined_in(registered, TRUSTED_PACKAGES):
+                continue
+            return f"function {name!r}, registered outside GPflow, GPflux and gpflux_avdgp"
+        if module is not None and not isinstance(module, str):
+            return f"module {module!r} is not a name"
+        found = _keras_function(name) if module is None else _as_keras_finds(module, name)
+        if isinstance(found, str):
+            return found
+        if found is None or found is not _keras_function(name):
+            return f"function {module}.{name}, not a Keras activation, loss or metric"
     return None
 
 
@@ -236,16 +241,35 @@ def _class_candidates(entry: dict, trusted: dict, legacy: bool):
     return candidates  # a legacy name found nowhere builds nothing: Keras revives the graph
 
 
-def _class_in_module(module: str, class_name: str) -> Any:
-    """``module.class_name`` as ``tf_keras`` finds it, from loaded modules only."""
-    if module in ("keras", "tf_keras") or module.startswith(("keras.", "tf_keras.")):
-        found = tf_export.get_symbol_from_name(f"{module}.{class_name}")
+def _is_keras_module(module: str) -> bool:
+    """Whether ``module`` is Keras' own: the package ``keras`` or ``tf_keras`` or a module in
+    it (a whole-package match: ``kerasevil`` and ``tf_keras_x`` are not)."""
+    return module in ("keras", "tf_keras") or module.startswith(("keras.", "tf_keras."))
+
+
+def _as_keras_finds(module: str, name: str) -> Any:
+    """What ``tf_keras`` finds for ``module`` and ``name`` once the registry has no entry:
+    Keras' API table for its own modules, its built-in function modules for ``builtins``,
+    else ``vars()`` of the module it would import (``keras...`` read as ``tf_keras...``),
+    which must already be loaded; ``None`` if nothing; a message if Keras would import."""
+    if _is_keras_module(module):
+        found = tf_export.get_symbol_from_name(f"{module}.{name}")
         if found is not None:
             return found
-        module = module if module.startswith("tf_keras") else "tf_" + module
-    if module not in sys.modules:  # never import what a file names
-        return f"module {module!r}, which is not loaded (a model file never imports code)"
-    found = vars(sys.modules[module]).get(class_name)
+    if module == "builtins":
+        for namespace in serialization_lib.BUILTIN_MODULES:
+            found = tf_export.get_symbol_from_name(f"keras.{namespace}.{name}")
+            if found is not None:
+                return found
+    imported = "tf_" + module if module.startswith("keras") else module
+    if imported not in sys.modules:  # never import what a file names
+        return f"module {imported!r}, which is not loaded (a model file never imports code)"
+    return vars(sys.modules[imported]).get(name)
+
+
+def _class_in_module(module: str, class_name: str) -> Any:
+    """``module.class_name`` as ``tf_keras`` finds it, from loaded modules only."""
+    found = _as_keras_finds(module, class_name)
     return found if found is not None else f"class {module}.{class_name}, not found"
 
 

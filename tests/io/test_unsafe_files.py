@@ -418,3 +418,30 @@ def test_a_functional_model_with_tensorflow_maths_loads(tmp_path):
 def read_config_of(path: Path) -> list[dict]:
     with zipfile.ZipFile(path) as archive:
         return json.loads(archive.read("config.json"))["config"]["layers"]
+
+
+@pytest.mark.parametrize("module", ["kerasevil", "tf_kerasevil", "keras_evil", "tf_keras_evil"])
+def test_module_names_match_whole_keras_packages(saved, tmp_path, monkeypatch, module):
+    """Issue 47, row 3: a metric ``{"module": "kerasevil", "config": "relu"}`` only *starts
+    with* ``keras``; ``tf_keras`` reads it as ``tf_kerasevil`` and imports a module of that
+    name shipped beside the file. Refused; the module is never imported."""
+    imported = "tf_" + module if module.startswith("keras") else module
+    marker = planted_module(tmp_path, monkeypatch, imported)
+    entry = {"module": module, "class_name": "function", "config": "relu"}
+    path = planted(saved, tmp_path, lambda c: c["compile_config"]["metrics"].append(entry))
+    assert_refused(path, marker, f"module '{imported}', which is not loaded")
+    assert imported not in sys.modules
+
+
+@pytest.mark.slow  # control for the test above: plain tf_keras imports the shipped module
+def test_the_shipped_prefix_module_is_live_under_plain_keras(saved, tmp_path, monkeypatch):
+    marker = planted_module(tmp_path, monkeypatch, "tf_kerasevil")
+    entry = {"module": "kerasevil", "class_name": "function", "config": "relu"}
+    path = planted(saved, tmp_path, lambda c: c["compile_config"]["metrics"].append(entry))
+    try:
+        tf_keras.models.load_model(path, safe_mode=True)
+    except Exception:  # the module ran on import, whatever Keras makes of it after
+        pass
+    finally:
+        sys.modules.pop("tf_kerasevil", None)
+    assert marker.exists()
