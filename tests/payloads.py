@@ -60,3 +60,47 @@ def pipepager_lambda(marker: Path) -> dict:
         "registered_name": None,
         "build_config": {"input_shape": [None, 2]},
     }
+
+
+def rewritten_weights(
+    saved: Path, folder: Path, rewrite: Callable[["h5py.File", "h5py.File"], None]
+) -> Path:
+    """A copy of ``saved`` in ``folder`` whose ``model.weights.h5`` ``rewrite(source, target)``
+    wrote anew (``source`` is the original file, open for reading)."""
+    import h5py
+
+    original, weights = folder / "original.h5", folder / "model.weights.h5"
+    with zipfile.ZipFile(saved) as archive:
+        original.write_bytes(archive.read("model.weights.h5"))
+    with h5py.File(original, "r") as source, h5py.File(weights, "w") as target:
+        rewrite(source, target)
+    target_path = folder / "model.keras"
+    with zipfile.ZipFile(saved) as source, zipfile.ZipFile(target_path, "w") as archive:
+        for name in source.namelist():
+            data = weights.read_bytes() if name == "model.weights.h5" else source.read(name)
+            archive.writestr(name, data)
+    return target_path
+
+
+def first_dataset(weights: "h5py.File") -> str:
+    """The path of the first dataset of a weights file (a layer's first variable)."""
+    import h5py
+
+    found: list[str] = []
+    weights.visititems(
+        lambda name, item: found.append(name) if isinstance(item, h5py.Dataset) else None
+    )
+    return sorted(found)[0]
+
+
+def copy_except(source: "h5py.File", target: "h5py.File", skip: str) -> None:
+    """Every group and dataset of ``source`` into ``target`` but the dataset ``skip``."""
+    import h5py
+
+    def copy(name: str, item) -> None:
+        if isinstance(item, h5py.Group):
+            target.require_group(name)
+        elif name != skip:
+            target.create_dataset(name, data=item[()])
+
+    source.visititems(copy)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 import sys
 from pathlib import Path
 from typing import IO, Iterator, Optional
@@ -22,6 +23,7 @@ __all__ = [
     "print_record",
     "progress_stream",
     "write_failure",
+    "writes_through",
     "writing_atomically",
 ]
 
@@ -49,19 +51,14 @@ def one_line(error: Exception) -> str:
 
 def check_output_paths(json_file: Optional[str], save_dir: Optional[str]) -> None:
     """Fail before training, not after, when an output cannot be written."""
-    if json_file is not None:
-        path = Path(json_file)
-        if path.is_dir():
-            raise CommandLineError(
-                f"avdgp fit: --json {json_file}: is a folder, expected a file name"
-            )
-        parent = path.parent if str(path.parent) else Path(".")
-        if parent.exists() and not os.access(parent, os.W_OK):
-            raise CommandLineError(
-                f"avdgp fit: --json {json_file}: folder {parent} is not writable"
-            )
+    check_output_file("fit", "--json", json_file)
     if save_dir is not None:
         path = Path(save_dir)
+        if path.is_symlink():
+            raise CommandLineError(
+                f"avdgp fit: --save {save_dir}: is a symbolic link (to {os.readlink(path)}); "
+                "name the folder itself"
+            )
         if path.exists() and not path.is_dir():
             raise CommandLineError(f"avdgp fit: --save {save_dir}: is a file, expected a folder")
         existing = next((p for p in [path, *path.parents] if p.exists()), Path("."))
@@ -69,17 +66,38 @@ def check_output_paths(json_file: Optional[str], save_dir: Optional[str]) -> Non
             raise CommandLineError(f"avdgp fit: --save {save_dir}: {existing} is not writable")
 
 
+def writes_through(path: Path) -> bool:
+    """Whether an output ``path`` is a stream (a character device such as ``/dev/null``, a
+    FIFO, or a link to one such as ``/dev/stdout``): written to in place as shell redirection
+    does, never replaced."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
+
+
 def check_output_file(command: str, option: str, value: Optional[str]) -> None:
+    """An output file that is absent, a regular file (replaced atomically) or a stream
+    (:func:`writes_through`); anything else (a folder, a link to a file or folder, a socket, a
+    block device) is refused in one line, before any work."""
     if value is None:
         return
     path = Path(value)
-    if path.is_dir():
+    where = f"avdgp {command}: {option} {value}"
+    if writes_through(path):
+        return
+    if path.is_symlink():
         raise CommandLineError(
-            f"avdgp {command}: {option} {value}: is a folder, expected a file name"
+            f"{where}: is a symbolic link (to {os.readlink(path)}); name the file itself"
         )
+    if path.is_dir():
+        raise CommandLineError(f"{where}: is a folder, expected a file name")
+    if path.exists() and not path.is_file():
+        raise CommandLineError(f"{where}: is not a regular file (a socket or a device)")
     existing = next((p for p in path.absolute().parents if p.exists()), Path("."))
     if not existing.is_dir() or not os.access(existing, os.W_OK):
-        raise CommandLineError(f"avdgp {command}: {option} {value}: {existing} is not writable")
+        raise CommandLineError(f"{where}: {existing} is not writable")
 
 
 def write_failure(command: str, what: str, error: BaseException) -> CommandLineError:
@@ -95,9 +113,19 @@ def write_failure(command: str, what: str, error: BaseException) -> CommandLineE
 def writing_atomically(path: Path, command: str, option: str) -> Iterator[IO[str]]:
     """A text file to write ``path`` through: written under a temporary name beside it and
     renamed once complete, so a full disk or a kill never leaves a partial file under ``path``.
+    A stream (:func:`writes_through`: ``/dev/null``, a FIFO, ``/dev/stdout``) is written to in
+    place, never replaced.
 
     :raises CommandLineError: one line naming ``option`` and ``path`` if the write fails.
     """
+    check_output_file(command, option, str(path))
+    if writes_through(path):
+        try:
+            with open(path, "w", newline="", encoding="utf-8") as handle:
+                yield handle
+        except OSError as error:
+            raise write_failure(command, f"{option} {path}", error) from None
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.partial-{os.getpid()}")
     try:

@@ -14,6 +14,11 @@ __all__ = ["export_command"]
 
 def _check_export_dir(value: str) -> None:
     path = Path(value)
+    if path.is_symlink():
+        raise CommandLineError(
+            f"avdgp export: EXPORT_DIR {value}: is a symbolic link (to {os.readlink(path)}); "
+            "name the folder itself"
+        )
     if path.exists() and not path.is_dir():
         raise CommandLineError(f"avdgp export: EXPORT_DIR {value}: is a file, expected a folder")
     if path.is_dir() and any(path.iterdir()) and not (path / "saved_model.pb").is_file():

@@ -20,6 +20,7 @@ from .common import (
     print_next_commands,
     print_record,
     progress_stream,
+    writing_atomically,
 )
 from .parser import checked
 
@@ -338,8 +339,8 @@ def _finish(args, record, columns_line: Optional[str] = None) -> int:
     if args.save:
         print_next_commands(args.save, args.data)
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(record.as_dict(), indent=2))
+        with writing_atomically(Path(args.json), "fit", "--json") as handle:
+            handle.write(json.dumps(record.as_dict(), indent=2))
     return 0
 
 

@@ -236,9 +236,18 @@ def _class_candidates(entry: dict, trusted: dict, legacy: bool):
         candidates.append(found)
     elif module is not None and not isinstance(module, str):
         return f"module {module!r} is not a name"
-    if not candidates and not legacy:
+    if legacy and not candidates:  # a Keras SavedModel names its own class without package
+        candidates = [
+            found
+            for found in (
+                tf_keras.saving.get_registered_object(f"{package}>{class_name}")
+                for package in TRUSTED_PACKAGES
+            )
+            if found is not None
+        ]
+    if not candidates:  # in a SavedModel Keras would revive it from the file's traced graph
         return f"class {class_name!r}, unknown to Keras and not registered"
-    return candidates  # a legacy name found nowhere builds nothing: Keras revives the graph
+    return candidates
 
 
 def _is_keras_module(module: str) -> bool:

@@ -2,17 +2,19 @@
 
 :func:`check_model_file` is the one gate every loader of the package calls
 (:func:`gpflux_avdgp.load_model` for both formats, and through it ``avdgp predict`` and
-``avdgp export``). It reads the files as data only (``zipfile``, JSON, protocol buffers) and
-refuses, in one :class:`~gpflux_avdgp.io.errors.UnsafeModelError` line:
+``avdgp export``). It reads the files as data only (``zipfile``, JSON, HDF5 metadata, protocol
+buffers), never past the caps of :mod:`.limits`, and refuses, in one
+:class:`~gpflux_avdgp.io.errors.UnsafeModelError` line:
 
 * a ``.keras`` archive with a member outside the three ``tf_keras`` writes (``config.json``,
-  ``metadata.json``, ``model.weights.h5``) and its ``assets/`` folder, or with an absolute or
-  ``..`` path;
+  ``metadata.json``, ``model.weights.h5``) and its ``assets/`` folder, with an absolute or
+  ``..`` path, a repeated name, or a size over a cap;
 * a SavedModel folder holding a symbolic link, an asset path leaving the folder, no
-  ``keras_metadata.pb`` (``tf_keras`` would then load a bare TensorFlow object), or a graph op
-  that runs Python or writes files (:data:`PYTHON_OPS`, :data:`WRITE_OPS`; the checkpoint save
-  ops are allowed only in the function ``model.save`` traced to write the weights);
-* a config naming anything outside the allow list (:mod:`.allow_list`).
+  ``keras_metadata.pb`` (``tf_keras`` would then load a bare TensorFlow object), a file over
+  a cap, or a graph op outside the allow list (:mod:`.graph_ops`);
+* weights that are not plain numbers stored in the file (:mod:`.weights_data`);
+* a config naming anything outside the allow list (:mod:`.allow_list`), or nested deeper than
+  :data:`~.limits.MAX_CONFIG_DEPTH`.
 
 Damaged files (truncated, corrupt, missing members) raise the parent
 :class:`~gpflux_avdgp.io.errors.ModelFileError`.
@@ -25,48 +27,29 @@ import os
 import posixpath
 import zipfile
 import zlib
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Mapping, Optional
 
 from .allow_list import check_config
 from .errors import ModelFileError, UnsafeModelError
 from .errors import one_line as _one_line
+from .graph_ops import check_graph_ops
+from .limits import (
+    MAX_ARCHIVE_MEMBERS,
+    MAX_COMPRESSION_RATIO,
+    MAX_CONFIG_BYTES,
+    MAX_CONFIG_DEPTH,
+    MAX_GRAPH_BYTES,
+    MAX_WEIGHTS_BYTES,
+    describe,
+)
+from .weights_data import check_checkpoint_index, check_h5_weights
 
-__all__ = ["KERAS_ARCHIVE_MEMBERS", "PYTHON_OPS", "WRITE_OPS", "check_model_file"]
+__all__ = ["KERAS_ARCHIVE_MEMBERS", "check_model_file"]
 
 #: Members every ``.keras`` archive written by ``tf_keras`` holds.
 KERAS_ARCHIVE_MEMBERS = ("config.json", "metadata.json", "model.weights.h5")
-#: Graph ops that call back into Python.
-PYTHON_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
-#: Graph ops that write files (summaries, datasets, checkpoints, plain files).
-WRITE_OPS = frozenset(
-    {
-        "WriteFile",
-        "Save",
-        "SaveV2",
-        "SaveSlices",
-        "MergeV2Checkpoints",
-        "CreateSummaryFileWriter",
-        "CreateSummaryDbWriter",
-        "WriteSummary",
-        "WriteScalarSummary",
-        "WriteHistogramSummary",
-        "WriteImageSummary",
-        "WriteAudioSummary",
-        "WriteGraphSummary",
-        "WriteRawProtoSummary",
-        "ImportEvent",
-        "DatasetToTFRecord",
-        "ExperimentalDatasetToTFRecord",
-        "SaveDataset",
-        "SaveDatasetV2",
-        "SnapshotDataset",
-        "SnapshotDatasetV2",
-        "DebugIdentityV2",
-        "DebugIdentityV3",
-    }
-)
-_CHECKPOINT_SAVE_OPS = frozenset({"SaveV2", "MergeV2Checkpoints"})
-_ARCHIVE_WEIGHTS = ("model.weights.h5", "model.weights.npz")
+_JSON_MEMBERS = ("config.json", "metadata.json")
+_RATIO_FLOOR = 2**20  # members below 1 MiB unpack quickly whatever their ratio
 
 
 def check_model_file(path: str, *, custom_objects: Optional[Mapping[str, Any]] = None) -> bool:
@@ -75,7 +58,8 @@ def check_model_file(path: str, *, custom_objects: Optional[Mapping[str, Any]] =
     :param custom_objects: objects the caller trusts, by the names the file uses.
     :returns: whether ``path`` is a SavedModel folder.
     :raises ModelFileError: a missing, damaged or foreign file, in one line.
-    :raises UnsafeModelError: a file naming code or paths outside the allow list, in one line.
+    :raises UnsafeModelError: a file naming code or paths outside the allow list, or over a
+        size cap, in one line.
     """
     if not os.path.exists(path):
         raise ModelFileError(f"{path}: no such file or directory")
@@ -93,30 +77,61 @@ def _check_keras_archive(path: str, custom_objects: Optional[Mapping[str, Any]])
             f"{path}: expected a .keras archive or a SavedModel directory, got a file without "
             "the .keras suffix"
         )
-    if not zipfile.is_zipfile(path):
+    if not os.path.isfile(path) or not zipfile.is_zipfile(path):
         raise ModelFileError(f"{path}: not a valid .keras archive (truncated or corrupt?)")
     try:
         with zipfile.ZipFile(path) as archive:
-            names = archive.namelist()
-            damaged = archive.testzip()  # CRC of every member
-            config_text = (
-                archive.read("config.json") if damaged is None and "config.json" in names else None
-            )
+            members = archive.infolist()
+            _check_archive_layout(path, members)
+            damaged = archive.testzip()  # CRC of every member, read in chunks, within the caps
+            if damaged is not None:
+                raise ModelFileError(
+                    f"{path}: corrupt .keras archive ({damaged} fails its CRC check)"
+                )
+            config = _json(archive.read("config.json"), f"{path}/config.json")
+            check_config(config, source=f"{path}/config.json", custom_objects=custom_objects)
+            with archive.open("model.weights.h5") as weights:
+                check_h5_weights(f"{path}/model.weights.h5", weights)
     except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError) as error:
+        if isinstance(error, ModelFileError):
+            raise
         raise ModelFileError(
             f"{path}: not a valid .keras archive (truncated or corrupt?): {_one_line(error)}"
         ) from error
+
+
+def _check_archive_layout(path: str, members: list[zipfile.ZipInfo]) -> None:
+    """``tf_keras``'s members only, each once, within the size caps; read from the archive's
+    directory, before any member is unpacked."""
+    if len(members) > MAX_ARCHIVE_MEMBERS:
+        raise UnsafeModelError(
+            f"{path}: refused: {len(members):,} archive members, over the cap of "
+            f"{MAX_ARCHIVE_MEMBERS:,}"
+        )
+    names = [member.filename for member in members]
     for name in names:
         _check_archive_member(path, name)
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise UnsafeModelError(f"{path}: refused: archive member {repeated[0]!r} appears twice")
     missing = [name for name in KERAS_ARCHIVE_MEMBERS if name not in names]
-    if missing == ["model.weights.h5"] and "model.weights.npz" in names:
-        missing = []
     if missing:
         raise ModelFileError(f"{path}: not a .keras model archive (missing {', '.join(missing)})")
-    if damaged is not None:
-        raise ModelFileError(f"{path}: corrupt .keras archive ({damaged} fails its CRC check)")
-    config = _json(config_text, f"{path}/config.json")
-    check_config(config, source=f"{path}/config.json", custom_objects=custom_objects)
+    total = 0
+    for member in members:
+        cap = MAX_CONFIG_BYTES if member.filename in _JSON_MEMBERS else MAX_WEIGHTS_BYTES
+        total += member.file_size
+        if member.file_size > cap or total > MAX_WEIGHTS_BYTES + MAX_CONFIG_BYTES:
+            raise UnsafeModelError(
+                f"{path}: refused: {member.filename} unpacks to {describe(member.file_size)}, "
+                f"over the cap of {describe(cap)}"
+            )
+        ratio = member.file_size / max(member.compress_size, 1)
+        if member.file_size > _RATIO_FLOOR and ratio > MAX_COMPRESSION_RATIO:
+            raise UnsafeModelError(
+                f"{path}: refused: {member.filename} unpacks {ratio:,.0f} times its packed "
+                f"size, over the cap of {MAX_COMPRESSION_RATIO} (model.save does not compress)"
+            )
 
 
 def _leaves_folder(name: str) -> bool:
@@ -130,17 +145,41 @@ def _check_archive_member(path: str, name: str) -> None:
     """Only ``tf_keras``'s members, with relative paths that stay inside the archive."""
     if _leaves_folder(name) or "\\" in name:
         raise UnsafeModelError(f"{path}: refused: archive member {name!r} points outside it")
-    if name not in (*KERAS_ARCHIVE_MEMBERS, *_ARCHIVE_WEIGHTS) and not name.startswith("assets/"):
+    if name not in KERAS_ARCHIVE_MEMBERS and not name.startswith("assets/"):
         raise UnsafeModelError(
             f"{path}: refused: archive member {name!r} is not one that model.save writes"
         )
 
 
 def _json(text: Optional[bytes], source: str) -> Any:
+    """``text`` decoded, nested at most :data:`MAX_CONFIG_DEPTH` deep."""
     try:
-        return json.loads(text)
+        value = json.loads(text)
+    except RecursionError:
+        raise UnsafeModelError(
+            f"{source}: refused: JSON nested deeper than the cap of {MAX_CONFIG_DEPTH} levels"
+        ) from None
     except (TypeError, ValueError) as error:
         raise ModelFileError(f"{source}: not valid JSON ({_one_line(error)})") from None
+    if _depth(value) > MAX_CONFIG_DEPTH:
+        raise UnsafeModelError(
+            f"{source}: refused: JSON nested deeper than the cap of {MAX_CONFIG_DEPTH} levels"
+        )
+    return value
+
+
+def _depth(value: Any) -> int:
+    """How deep lists and dicts nest in ``value`` (``1`` for a scalar), without recursion."""
+    deepest, pending = 0, [(value, 1)]
+    while pending:
+        item, level = pending.pop()
+        deepest = max(deepest, level)
+        if level > MAX_CONFIG_DEPTH:
+            break
+        children = item.values() if isinstance(item, dict) else item
+        if isinstance(item, (dict, list)):
+            pending.extend((child, level + 1) for child in children)
+    return deepest
 
 
 # ---------------------------------------------------------------------------- SavedModel folder
@@ -167,6 +206,7 @@ def _check_saved_model(path: str, custom_objects: Optional[Mapping[str, Any]]) -
             legacy=True,
         )
     _check_graph(path)
+    check_checkpoint_index(path, os.path.join(path, "variables", "variables"))
 
 
 def _check_no_links(path: str) -> None:
@@ -178,29 +218,36 @@ def _check_no_links(path: str) -> None:
                 raise UnsafeModelError(f"{path}: refused: {link} is a symbolic link")
 
 
-def _read_proto(path: str, message, problem: str):
-    """``message`` parsed from the file ``path``; a file that does not parse is a
-    :class:`ModelFileError` saying ``problem``."""
+def _read_proto(path: str, message, problem: str, cap: int):
+    """``message`` parsed from the file ``path`` of at most ``cap`` bytes; a file that does
+    not parse is a :class:`ModelFileError` saying ``problem``."""
     from google.protobuf.message import DecodeError
 
+    size = os.path.getsize(path)
+    if size > cap:
+        raise UnsafeModelError(
+            f"{path}: refused: {describe(size)}, over the cap of {describe(cap)}"
+        )
     try:
         with open(path, "rb") as handle:
-            message.ParseFromString(handle.read())
-    except (OSError, DecodeError) as error:
+            message.ParseFromString(handle.read(cap + 1))
+    except (OSError, DecodeError, RecursionError) as error:
         raise ModelFileError(f"{problem}: {_one_line(error)}") from error
     return message
 
 
-def _keras_metadata(metadata_file: str) -> Iterable[tuple[str, str]]:
+def _keras_metadata(metadata_file: str) -> list[tuple[str, str]]:
     from tf_keras.protobuf import saved_metadata_pb2
 
     problem = f"{metadata_file}: not valid Keras metadata"
-    metadata = _read_proto(metadata_file, saved_metadata_pb2.SavedMetadata(), problem)
+    metadata = _read_proto(
+        metadata_file, saved_metadata_pb2.SavedMetadata(), problem, MAX_CONFIG_BYTES
+    )
     return [(node.node_path, node.metadata) for node in metadata.nodes]
 
 
 def _check_graph(path: str) -> None:
-    """Refuse graph ops that run Python or write files, and asset paths leaving the folder."""
+    """Only allowed graph ops (:mod:`.graph_ops`), and no asset path leaving the folder."""
     from tensorflow.core.protobuf import saved_model_pb2
 
     problem = (
@@ -208,68 +255,13 @@ def _check_graph(path: str) -> None:
         "model.save?)"
     )
     saved_model_file = os.path.join(path, "saved_model.pb")
-    saved_model = _read_proto(saved_model_file, saved_model_pb2.SavedModel(), problem)
+    saved_model = _read_proto(
+        saved_model_file, saved_model_pb2.SavedModel(), problem, MAX_GRAPH_BYTES
+    )
     for meta_graph in saved_model.meta_graphs:
         for asset in meta_graph.asset_file_def:
-            _check_asset(path, asset.filename)
-        _check_ops(path, meta_graph)
-
-
-def _check_asset(path: str, filename: str) -> None:
-    if _leaves_folder(filename):
-        raise UnsafeModelError(f"{path}: refused: asset {filename!r} points outside the folder")
-
-
-def _called_functions(nodes) -> set[str]:
-    """Names of the functions that graph nodes call (``f``, branches, loop bodies)."""
-    names = set()
-    for node in nodes:
-        for value in node.attr.values():
-            if value.HasField("func"):
-                names.add(value.func.name)
-            names.update(function.name for function in value.list.func)
-    return names
-
-
-def _closure(roots: set[str], library: dict) -> set[str]:
-    reached, pending = set(), list(roots)
-    while pending:
-        name = pending.pop()
-        if name in reached or name not in library:
-            continue
-        reached.add(name)
-        pending.extend(_called_functions(library[name].node_def))
-    return reached
-
-
-def _check_ops(path: str, meta_graph) -> None:
-    """Python ops nowhere; file writes only in the function the saver calls to write weights,
-    and only if nothing else calls it."""
-    library = {
-        function.signature.name: function for function in meta_graph.graph_def.library.function
-    }
-    save_node = meta_graph.saver_def.save_tensor_name.split(":")[0]
-    main_nodes = list(meta_graph.graph_def.node)
-    saver = _closure(_called_functions(n for n in main_nodes if n.name == save_node), library)
-    roots = _called_functions(n for n in main_nodes if n.name != save_node)
-    objects = meta_graph.object_graph_def
-    roots.update(objects.concrete_functions.keys())
-    for node in objects.nodes:
-        kind = node.WhichOneof("kind")
-        if kind == "function":
-            roots.update(node.function.concrete_functions)
-        elif kind == "bare_concrete_function":
-            roots.add(node.bare_concrete_function.concrete_function_name)
-    callable_elsewhere = _closure(roots, library)
-    places = [("the main graph", main_nodes, False)] + [
-        (f"function {name}", function.node_def, name in saver and name not in callable_elsewhere)
-        for name, function in library.items()
-    ]
-    for where, nodes, saves_weights in places:
-        for node in nodes:
-            allowed = saves_weights and node.op in _CHECKPOINT_SAVE_OPS
-            if node.op in PYTHON_OPS or (node.op in WRITE_OPS and not allowed):
+            if _leaves_folder(asset.filename):
                 raise UnsafeModelError(
-                    f"{path}: refused: {where} holds a {node.op} op ({node.name}), which "
-                    f"{'runs Python' if node.op in PYTHON_OPS else 'writes files'}"
+                    f"{path}: refused: asset {asset.filename!r} points outside the folder"
                 )
+        check_graph_ops(path, meta_graph)

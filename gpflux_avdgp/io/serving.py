@@ -331,6 +331,8 @@ def export(
         )
     feature_names = check_feature_names(feature_names, input_dim)
     target = Path(os.fspath(path))
+    if target.is_symlink():
+        raise ValueError(f"path: {target} is a symbolic link; name the folder itself")
     if target.exists() and not target.is_dir():
         raise ValueError(f"path: {target} is a file, expected a folder for the SavedModel")
 

@@ -13,6 +13,7 @@ import contextlib
 import csv
 import io
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -421,3 +422,46 @@ def test_output_paths_are_checked_before_loading(capsys, regression, tmp_path):
     assert_one_line_cli_error(status, out, err, "EXPORT_DIR " + str(file) + ": is a file")
     status, out, err = cli(capsys, "export", nothing, tmp_path)
     assert_one_line_cli_error(status, out, err, "is a non-empty folder that holds no export")
+
+
+def test_outputs_never_replace_a_link_a_device_or_a_fifo(capsys, regression, tmp_path):
+    """Issue 47, row 6: ``--out`` at a stream (a character device, a FIFO) is written through
+    as shell redirection would; at a symbolic link it is refused; neither is replaced by a
+    regular file. ``export`` and ``fit --save`` refuse a link in one line."""
+    import stat
+    import threading
+
+    null = tmp_path / "null"  # a private copy of /dev/null
+    os.mknod(null, 0o666 | stat.S_IFCHR, os.stat("/dev/null").st_rdev)
+    status, out, err = cli(capsys, "predict", regression["dir"], regression["data"], "--out", null)
+    assert status == 0, err
+    assert stat.S_ISCHR(os.lstat(null).st_mode)
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_text()))
+    reader.start()
+    status, out, err = cli(capsys, "predict", regression["dir"], regression["data"], "--out", fifo)
+    reader.join(timeout=60)
+    assert status == 0, err
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert received and received[0].startswith("mean")
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    link = tmp_path / "link.csv"
+    os.symlink(victim, link)
+    status, out, err = cli(capsys, "predict", regression["dir"], regression["data"], "--out", link)
+    assert_one_line_cli_error(status, out, err, f"--out {link}: is a symbolic link")
+    assert os.path.islink(link) and victim.read_text() == "keep me"
+
+    folder_link = tmp_path / "export-link"
+    os.symlink(tmp_path / "elsewhere", folder_link)
+    status, out, err = cli(capsys, "export", regression["dir"], folder_link)
+    assert_one_line_cli_error(status, out, err, "is a symbolic link")
+    status, out, err = cli(capsys, "fit", regression["data"], "--save", folder_link)
+    assert_one_line_cli_error(status, out, err, "is a symbolic link")
+    status, out, err = cli(capsys, "fit", regression["data"], "--json", link)
+    assert_one_line_cli_error(status, out, err, "is a symbolic link")
+    assert os.path.islink(folder_link) and victim.read_text() == "keep me"
