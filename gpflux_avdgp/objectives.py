@@ -40,7 +40,7 @@ from .predictive import (  # the law of y lives there; the names stay importable
     predictive_distribution,
 )
 from .rules import Objective
-from .validation import check_choice
+from .validation import check_choice, checked_finite
 
 __all__ = [
     "Objective",
@@ -92,6 +92,14 @@ class AVDGPLoss(tf_keras.losses.Loss):
     def likelihood(self) -> Optional[gpflow.likelihoods.Likelihood]:
         """The likelihood given to the loss, if any (the model's output carries its own)."""
         return self._held[0]
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        """Keras' weighted loss, with the targets and ``sample_weight`` checked in the graph:
+        NaN or inf stops the step before any update, naming which
+        (:func:`~gpflux_avdgp.validation.checked_finite`)."""
+        y_true = checked_finite(y_true, "the targets y")
+        sample_weight = checked_finite(sample_weight, "sample_weight")
+        return super().__call__(y_true, y_pred, sample_weight)
 
     def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
         """The per-datapoint loss ``[B]`` of the model's output ``y_pred``.

@@ -9,8 +9,11 @@ import enum
 from typing import Optional, TypeVar
 
 import numpy as np
+import tensorflow as tf
 
 __all__ = [
+    "NON_FINITE",
+    "checked_finite",
     "check_positive_int",
     "check_nonnegative_int",
     "check_choice",
@@ -149,3 +152,29 @@ def check_finite_data(**named: object) -> None:
                 f"{name}: {int(bad.sum())} of {value.size} values are NaN or inf (first at "
                 f"[{', '.join(map(str, first))}]: {value[first]!r}); drop or impute those rows"
             )
+
+
+#: Opens the message of every in-graph check of :func:`checked_finite`.
+NON_FINITE = "[non-finite]"
+
+
+def checked_finite(value: object, what: str) -> object:
+    """``value`` (a tensor, array or nested structure of them) with every floating tensor
+    passed through ``tf.debugging.check_numerics``: a step that meets NaN or inf stops there,
+    before anything that depends on it (the gradients, the optimizer's update) runs.
+
+    :param what: what the value is, for the message (``"the targets y"``).
+    :raises tf.errors.InvalidArgumentError: when run, if a value is NaN or inf; the message
+        starts with :data:`NON_FINITE` and ``what``.
+    """
+
+    def check(item: object) -> object:
+        if isinstance(item, (tf.Tensor, tf.Variable, np.ndarray)):
+            tensor = tf.convert_to_tensor(item)
+            if tensor.dtype.is_floating:
+                return tf.debugging.check_numerics(
+                    tensor, f"{NON_FINITE} {what} hold NaN or inf"
+                )
+        return item
+
+    return tf.nest.map_structure(check, value)

@@ -18,7 +18,12 @@ from gpflow.keras import tf_keras
 
 from ..core.mixture import GaussianMixture, mixture_width_to_dim, to_mixture
 from ..propagation import Propagated, PropagationRule, propagate
-from ..validation import check_choice, check_optional_positive_int, check_positive_int
+from ..validation import (
+    check_choice,
+    check_optional_positive_int,
+    check_positive_int,
+    checked_finite,
+)
 from .module_state import GPflowModuleState
 from .readers import check_enclosing_deep_gp, check_mixture_readers, refuse_gpflux_reader
 
@@ -307,6 +312,8 @@ class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer, metaclass=abc.ABCMe
         training = bool(training)
         check_mixture_readers(self)
         check_enclosing_deep_gp(self)
+        if inputs.shape.rank == 2:  # a deterministic input: the data, or features of it
+            inputs = checked_finite(inputs, f"the inputs x of {self.name}")
         with tf.name_scope("propagate"):
             propagated = self._propagate(inputs, training)
         means, variances, loss_term = self._components(propagated, training)

@@ -37,6 +37,7 @@ from ..layers.readers import mixture_reader_fix
 from ..objectives import AVDGPLoss
 from ..predictive import binary_labels, is_categorical, is_classifier, predictive_distribution
 from ..validation import check_feature_matrix, check_finite_data
+from .finite_steps import BatchPosition, checked_batch, checked_gradients, non_finite_message
 
 __all__ = ["AVDGPModel"]
 
@@ -234,17 +235,32 @@ class AVDGPModel(tf_keras.Sequential):
         return super().compute_metrics(x, self._gpflow_labels(y), y_pred, sample_weight)
 
     def train_step(self, data) -> dict:
-        """Keras' training step, then the GP layers' KL sum into the ``kl`` tracker.
+        """Keras' training step (:meth:`compute_loss`, the optimizer's update, the metrics)
+        with the batch, the loss and every gradient checked before the update
+        (:mod:`~gpflux_avdgp.models.finite_steps`), then the GP layers' KL sum into ``kl``.
 
         :returns: the step's logs with ``kl`` added.
         """
-        logs = super().train_step(data)
+        data = checked_batch(data)
+        x, y, sample_weight = tf_keras.utils.unpack_x_y_sample_weight(data)
+        checked = [item for item in tf.nest.flatten(data) if tf.is_tensor(item)]
+        with tf.control_dependencies(checked), tf.GradientTape() as tape:
+            y_pred = self(x, training=True)  # after the checks: draw counters advance then
+            loss = self.compute_loss(x, y, y_pred, sample_weight)
+        variables = self.trainable_variables
+        gradients = checked_gradients(loss, tape.gradient(loss, variables), variables)
+        self.optimizer.apply_gradients(zip(gradients, variables))
+        logs = self.compute_metrics(x, y, y_pred, sample_weight)
         layer_losses = [loss for layer in self.layers if isinstance(layer, MixtureLayer)
                         for loss in layer.losses]  # fmt: skip
         if layer_losses:
             self._extras.kl.update_state(tf.add_n(layer_losses))
             logs = {**logs, "kl": self._extras.kl.result()}
         return logs
+
+    def test_step(self, data) -> dict:
+        """Keras' evaluation step on the checked batch."""
+        return super().test_step(checked_batch(data))
 
     def predict_step(self, data) -> dict[str, tf.Tensor]:
         """:returns: :meth:`~gpflux_avdgp.predictive.PredictiveDistribution.outputs` of a batch."""
@@ -272,20 +288,40 @@ class AVDGPModel(tf_keras.Sequential):
 
     def fit(self, x=None, y=None, *args, **kwargs):
         """``tf_keras.Model.fit``; NaN or inf in in-memory ``x`` or ``y`` is refused naming the
-        array, before a GP layer would meet it. Prior reversion's anchors not yet placed are
-        placed first (:func:`~gpflux_avdgp.layers.anchor_placement.place_anchors`)."""
+        array, before a GP layer would meet it; in a dataset, the step that meets it applies
+        no update and fit raises one line naming the input, batch and epoch. Prior
+        reversion's anchors not yet placed are placed first
+        (:func:`~gpflux_avdgp.layers.anchor_placement.place_anchors`)."""
         check_finite_data(x=x, y=y, validation_data=kwargs.get("validation_data"))
         from ..layers.anchor_placement import place_anchors  # loaded when first needed
 
         place_anchors(self, x)
-        return super().fit(x, y, *args, **kwargs)
+        return self._tracking("fit", 5, super().fit, x, y, *args, **kwargs)
 
     def evaluate(self, x=None, y=None, *args, **kwargs):
         """``tf_keras.Model.evaluate``, with NumPy float inputs and targets in the model's
-        float type: the scalar loss, or the loss and the compiled metrics. NaN or inf in
-        in-memory ``x`` or ``y`` is refused naming the array (the scores would be ``nan``)."""
+        float type: the scalar loss, or the loss and the compiled metrics. NaN or inf in ``x``,
+        ``y`` or ``sample_weight`` is refused naming the array, or the dataset's batch (the
+        scores would be ``nan``)."""
         check_finite_data(x=x, y=y)
-        return super().evaluate(self._in_model_float(x), self._in_model_float(y), *args, **kwargs)
+        x, y = self._in_model_float(x), self._in_model_float(y)
+        return self._tracking("evaluate", 6, super().evaluate, x, y, *args, **kwargs)
+
+    @staticmethod
+    def _tracking(command: str, callbacks_at: int, run, *args, **kwargs):
+        """``run(*args, **kwargs)`` with a :class:`BatchPosition` among the callbacks (unless
+        they are given by position, ``args[callbacks_at]``); a step stopped by NaN or inf
+        becomes one ``ValueError`` line."""
+        position = BatchPosition()
+        if len(args) <= callbacks_at:
+            kwargs["callbacks"] = [*(kwargs.get("callbacks") or []), position]
+        try:
+            return run(*args, **kwargs)
+        except tf.errors.InvalidArgumentError as error:
+            message = non_finite_message(command, error, position)
+            if message is None:
+                raise
+            raise ValueError(message) from None
 
     def save_weights(self, filepath, *args, **kwargs) -> None:
         """``tf_keras.Model.save_weights`` to a TensorFlow checkpoint.

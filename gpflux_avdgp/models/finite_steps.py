@@ -1,0 +1,104 @@
+"""A step that meets NaN or inf changes nothing, and says which input of which batch it was.
+
+Keras applies whatever gradients a step computes: one NaN target in a ``tf.data`` pipeline
+made the likelihood's variance and its Adam moments NaN, and every later fit of the model
+failed, blaming a layer. :class:`~gpflux_avdgp.AVDGPModel`'s steps check, in the graph and
+before the update depends on them (:func:`~gpflux_avdgp.validation.checked_finite`):
+
+* the batch's inputs ``x``, targets ``y`` and ``sample_weight`` (training and evaluation);
+* the loss and every gradient (training).
+
+Its ``fit`` and ``evaluate`` turn the stop into one ``ValueError`` line naming the input, the
+batch and the epoch (:func:`non_finite_message`, with :class:`BatchPosition`). The model's
+weights and optimizer state are those before the batch. In other model types
+(``tf_keras.Sequential``, Functional) :class:`~gpflux_avdgp.AVDGPLoss` checks the targets and
+``sample_weight`` and the first GP layer its input, with the same messages inside
+TensorFlow's error. XLA (``jit_compile=True``) compiles the checks to nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+import tensorflow as tf
+from gpflow.keras import tf_keras
+
+from ..validation import NON_FINITE, checked_finite
+
+__all__ = ["BatchPosition", "checked_batch", "checked_gradients", "non_finite_message"]
+
+_WHAT = re.compile(re.escape(NON_FINITE) + r" ([^\n]+?) (?:hold|is) NaN or inf")
+
+
+def checked_batch(data):
+    """``data`` (``x``, ``(x, y)`` or ``(x, y, sample_weight)``) with every float tensor
+    checked, each named in the message."""
+    x, y, sample_weight = tf_keras.utils.unpack_x_y_sample_weight(data)
+    return tf_keras.utils.pack_x_y_sample_weight(
+        checked_finite(x, "the inputs x"),
+        checked_finite(y, "the targets y"),
+        checked_finite(sample_weight, "sample_weight"),
+    )
+
+
+def checked_gradients(loss: tf.Tensor, gradients: list, variables: list) -> list:
+    """``gradients`` of ``variables``, each made to depend on the checks of ``loss`` and of
+    every gradient: no update of the optimizer can run unless all of them pass."""
+    checks = [tf.debugging.check_numerics(loss, f"{NON_FINITE} the loss is NaN or inf")]
+    for gradient, variable in zip(gradients, variables):
+        if gradient is not None and not isinstance(gradient, tf.IndexedSlices):
+            name = variable.name.split(":")[0]
+            checks.append(
+                tf.debugging.check_numerics(
+                    gradient, f"{NON_FINITE} the gradient of {name} is NaN or inf"
+                )
+            )
+    with tf.control_dependencies(checks):
+        return [
+            gradient if gradient is None or isinstance(gradient, tf.IndexedSlices)
+            else tf.identity(gradient)
+            for gradient in gradients
+        ]
+
+
+class BatchPosition(tf_keras.callbacks.Callback):
+    """Where ``fit`` or ``evaluate`` is: the epoch and the batch last begun (0-based)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.epoch: Optional[int] = None
+        self.batch: Optional[int] = None
+
+    def on_epoch_begin(self, epoch: int, logs=None) -> None:
+        self.epoch = epoch
+
+    def on_train_batch_begin(self, batch: int, logs=None) -> None:
+        self.batch = batch
+
+    def on_test_batch_begin(self, batch: int, logs=None) -> None:
+        self.batch = batch
+
+
+def non_finite_message(
+    command: str, error: tf.errors.InvalidArgumentError, position: BatchPosition
+) -> Optional[str]:
+    """One line for a step stopped by a check of this module, or ``None`` for another error:
+    ``"fit: the targets y hold NaN or inf in batch 3 of epoch 2; ..."``."""
+    found = _WHAT.search(str(error.message))
+    if found is None:
+        return None
+    where = ""
+    if position.batch is not None:
+        where = f" in batch {position.batch + 1}"
+        if command == "fit" and position.epoch is not None:
+            where += f" of epoch {position.epoch + 1}"
+    verb = "hold" if found.group(1).startswith(("the inputs", "the targets", "sample")) else "is"
+    if command == "fit":
+        after = (
+            "no update was applied (the model is as it was before that batch); drop or fix "
+            "those rows and fit again"
+        )
+    else:
+        after = "no score means anything then; drop or fix those rows"
+    return f"{command}: {found.group(1)} {verb} NaN or inf{where}; {after}"
