@@ -172,9 +172,7 @@ def checked_finite(value: object, what: str) -> object:
         if isinstance(item, (tf.Tensor, tf.Variable, np.ndarray)):
             tensor = tf.convert_to_tensor(item)
             if tensor.dtype.is_floating:
-                return tf.debugging.check_numerics(
-                    tensor, f"{NON_FINITE} {what} hold NaN or inf"
-                )
+                return tf.debugging.check_numerics(tensor, f"{NON_FINITE} {what} hold NaN or inf")
         return item
 
     return tf.nest.map_structure(check, value)

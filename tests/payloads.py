@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import zipfile
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    import h5py
 
 
 def read_config(path: Path) -> dict:

@@ -11,9 +11,6 @@ import sys
 import pytest
 from helpers import REPO_ROOT
 
-#: Lines of our modules ``import gpflux_avdgp`` may load (issue 35: at most 4,500; 4,460 once
-#: prediction and the callback load on first use).
-LINE_BUDGET = 4_500
 #: Public names at the top level (the issue's target: about 20).
 NAME_BUDGET = 22
 
@@ -58,7 +55,8 @@ def test_importing_the_library_loads_no_application_module_and_changes_no_gpflux
         "core.shared_points",
     ):  # fmt: skip
         assert f"gpflux_avdgp.{loaded_on_first_use}" not in probe["modules"]
-    assert probe["lines"] <= LINE_BUDGET, probe["lines"]
+    # no budget on the lines it loads: the one of issue 35 (4,500) bred lazy loading and was
+    # retired (issue 49); in-graph NaN checks and the model-file checks took it to 4,608
     assert probe["gpflux_unchanged"]
 
 

@@ -58,7 +58,13 @@ def cases(*default: tuple[str, ...]) -> list:
 
 @pytest.mark.parametrize(
     "kind, bad",
-    cases(("avdgp", "y"), ("avdgp", "sample_weight"), ("avdgp", "x"), ("functional", "sample_weight"), ("sequential", "y")),
+    cases(
+        ("avdgp", "y"),
+        ("avdgp", "sample_weight"),
+        ("avdgp", "x"),
+        ("functional", "sample_weight"),
+        ("sequential", "y"),
+    ),
 )
 def test_a_non_finite_batch_applies_no_update_and_the_model_fits_clean_data(kind, bad):
     model = _model(kind, gpflow.likelihoods.Gaussian(variance=0.1))
@@ -105,7 +111,9 @@ def test_evaluate_refuses_a_dataset_with_inf(kind):
     x, y, _ = (tensor.numpy() for tensor in _data())
     y[5, 0] = np.inf
     if kind == "avdgp":
-        with pytest.raises(ValueError, match="^evaluate: the targets y hold NaN or inf in batch 1;"):
+        with pytest.raises(
+            ValueError, match="^evaluate: the targets y hold NaN or inf in batch 1;"
+        ):
             model.evaluate(dataset(x, y), verbose=0)
     else:
         with pytest.raises(tf.errors.InvalidArgumentError, match="non-finite.*the targets y"):

@@ -179,6 +179,8 @@ def test_sigma_point_layer_validates_the_rule():
         ((3, [2, 1], 3, 10), {"rule": "ar3"}, r"rule: .* got 'ar3'", ValueError),
         ((3, [2, 1], 3, 10), {"num_points": 0}, r"num_points: .* got 0", ValueError),
         ((3, [2, 1], 3, 10), {"whiten": 1}, r"whiten: expected a bool", TypeError),
+        ((3, [2, 1], 3, 10), {"seed": "x"}, r"seed: expected an integer >= 0, got 'x'", TypeError),
+        ((3, [2, 1], 3, 10), {"seed": -1}, r"seed: expected an integer >= 0, got -1", ValueError),
     ],
 )
 def test_build_avdgp_rejects_bad_arguments(likelihood, args, kwargs, match, error):

@@ -9,6 +9,7 @@ the traceback of an unexpected error.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import sys
@@ -87,6 +88,18 @@ def _is_out_of_memory(error: Exception) -> bool:
     return isinstance(error, (MemoryError, tf.errors.ResourceExhaustedError))
 
 
+#: What the system says of a full disk or quota (TensorFlow's file errors carry the text).
+FULL_DISK_TEXTS = (os.strerror(errno.ENOSPC), os.strerror(errno.EDQUOT))
+
+
+def _is_full_disk(error: Exception) -> bool:
+    """Whether ``error`` is a write that found the disk full (an ``OSError``, or TensorFlow's
+    ``ResourceExhaustedError`` of a checkpoint write, which is no memory error)."""
+    if getattr(error, "errno", None) in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return any(text in str(error) for text in FULL_DISK_TEXTS)
+
+
 def _report(error: Exception) -> int:
     from ..training import TrainingDiverged
 
@@ -94,6 +107,14 @@ def _report(error: Exception) -> int:
     if isinstance(error, TrainingDiverged):
         print(f"avdgp: training diverged: {message}", file=sys.stderr)
         return EXIT_DIVERGED
+    if _is_full_disk(error) and not isinstance(error, UsageError):  # UsageError: ours, worded
+        reason = message.split(" [[")[0][:200]
+        print(
+            f"avdgp: error: the disk is full ({reason}); free some space and run the same "
+            "command again (a run with --save resumes from its last finished epoch)",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
     if _is_out_of_memory(error):
         reason = message.split(" [[")[0][:200]  # TensorFlow appends the graph's node
         print(

@@ -61,6 +61,7 @@ def _model_file(directory: Path, keras_file: Any, run_file: Path, command: str) 
     name = keras_file if isinstance(keras_file, str) else ""
     inside = (
         name
+        and "\x00" not in name
         and Path(name).name == name
         and name not in (".", "..")
         and (directory / name).resolve().parent == directory.resolve()
@@ -126,8 +127,6 @@ def load_saved_run(model_dir: str, command: str) -> SavedRun:
             "fit' for classification), so raw features cannot be mapped; fit it again with "
             "--save"
         )
-    with float_type(dtype):
-        model = _load_keras_model(model_file, command)
     try:
         standardizer = Standardizer(
             x_mean=np.asarray(scaling["x_mean"], dtype=np.float64),
@@ -139,6 +138,15 @@ def load_saved_run(model_dir: str, command: str) -> SavedRun:
         raise CommandLineError(
             f"avdgp {command}: {run_file}: bad standardizer ({type(e).__name__}: {e})"
         ) from None
+    spreads = np.append(standardizer.x_std, standardizer.y_std)
+    centres = np.append(standardizer.x_mean, standardizer.y_mean)
+    if not (np.all(np.isfinite(spreads)) and np.all(spreads > 0) and np.all(np.isfinite(centres))):
+        raise CommandLineError(
+            f"avdgp {command}: {run_file}: bad standardizer (x_std and y_std must be positive "
+            "and finite, x_mean and y_mean finite); the file was edited: fit the model again"
+        )
+    with float_type(dtype):
+        model = _load_keras_model(model_file, command)
     saved = SavedRun(model, standardizer, task, dtype, label, data)
     if standardizer.x_mean.shape != (saved.num_features,):
         raise CommandLineError(

@@ -163,7 +163,8 @@ def sniff_layout(
     :param what: the noun of the "is empty" message (``"file"`` or ``"shard"``).
     :param label_column: the target column of class labels, which may be text: given as an
         index, its cell does not make the first line a header (``5.1,3.5,setosa`` is data).
-    :raises DataError: for an empty, unreadable or non-UTF-8 file.
+    :raises DataError: for an empty, unreadable or non-UTF-8 file, or a header that names a
+        column twice.
     """
     try:
         with open_text(path) as handle:
@@ -188,6 +189,12 @@ def sniff_layout(
         if index != text_index
     )
     header = tuple(cell.strip() for cell in cells) if has_header else None
+    repeated = sorted({name for name in header or () if name and header.count(name) > 1})
+    if repeated:  # predict and export read the columns by name
+        raise DataError(
+            f"{label}: the header (line {line_no}) names column {repeated[0]!r} more than "
+            "once; give every column its own name"
+        )
     return CsvLayout(delimiter, header, len(cells), line_no)
 
 

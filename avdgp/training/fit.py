@@ -26,7 +26,7 @@ from .config import TrainConfig, TrainingDiverged
 from .distribute import UnevenBatchesWarning, shard_global_batches, uneven_batches_message
 from .progress import EpochProgress
 
-__all__ = ["Trainable", "best_epoch_callbacks", "fit_model", "fit_model_on_dataset"]
+__all__ = ["Trainable", "best_epoch_callbacks", "compile_with", "fit_model", "fit_model_on_dataset"]
 
 
 class Trainable(Protocol):
@@ -152,8 +152,8 @@ def _compile_with_adam(
     """Compile ``built.model`` with Adam, its loss and ``config.steps_per_execution``; the
     optimizer's slots are made up front, so the train function is traced once. The learning
     rate is ``config``'s schedule over ``steps_per_epoch`` (a plain number when unknown).
-    Adam is :class:`~gpflux_avdgp.optimizers.FlatAdam` (the same updates in a few ops) on one device,
-    Keras' own across the replicas of a ``tf.distribute`` strategy."""
+    Adam is :class:`~gpflux_avdgp.optimizers.FlatAdam` (the same updates in a few ops) on one
+    device, Keras' own across the replicas of a ``tf.distribute`` strategy."""
     rate = (
         config.learning_rate
         if steps_per_epoch is None
@@ -163,6 +163,14 @@ def _compile_with_adam(
         optimizer = tf_keras.optimizers.Adam(rate)
     else:
         optimizer = FlatAdam(rate)
+    return compile_with(built, config, optimizer)
+
+
+def compile_with(
+    built: Trainable, config: TrainConfig, optimizer: tf_keras.optimizers.Optimizer
+) -> tf_keras.optimizers.Optimizer:
+    """Compile ``built.model`` with ``optimizer`` (its slots made up front, so the train
+    function is traced once), its loss and ``config.steps_per_execution``."""
     optimizer.build(built.model.trainable_variables)
     built.model.compile(
         optimizer=optimizer, loss=built.loss, steps_per_execution=config.steps_per_execution

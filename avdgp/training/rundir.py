@@ -26,6 +26,7 @@ from ..errors import UsageError, write_failure_reason
 from .config import TrainConfig
 from .distribute import is_chief
 from .record import DataColumns, RunRecord
+from .trained_checkpoint import TRAINED_DIR
 
 __all__ = [
     "BACKUP_DIR",
@@ -176,7 +177,13 @@ def prepare_run_dir(
                 "); use the same settings to resume it, or another folder"
             )
         label = getattr(spec, "label", type(spec).__name__)
-        if backup_dir.exists() and any(backup_dir.iterdir()) and stream is not None:
+        if (directory / TRAINED_DIR).is_dir() and stream is not None:
+            print(
+                f"[{label}] the interrupted run in {directory} had finished training; scoring "
+                "and saving it",
+                file=stream,
+            )
+        elif backup_dir.exists() and any(backup_dir.iterdir()) and stream is not None:
             print(f"[{label}] resuming the interrupted run in {directory}", file=stream)
         elif stream is not None:  # stopped in its first epoch, or after training (while saving)
             print(

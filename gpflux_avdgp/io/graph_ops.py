@@ -78,9 +78,7 @@ TensorListStack VarHandleOp VarIsInitializedOp While Case
 
 #: Ops accepted anywhere in a SavedModel graph: maths, network layers, shapes, random draws,
 #: variables and control flow, none with a file, device or URL among its inputs or attributes.
-ALLOWED_OPS = frozenset(
-    " ".join((_MATHS, _NETWORKS, _SHAPES, _RANDOM, _STATE_AND_FLOW)).split()
-)
+ALLOWED_OPS = frozenset(" ".join((_MATHS, _NETWORKS, _SHAPES, _RANDOM, _STATE_AND_FLOW)).split())
 #: Ops that read or write the checkpoint: accepted only in the saver's own functions.
 CHECKPOINT_OPS = frozenset({"SaveV2", "RestoreV2", "MergeV2Checkpoints", "ShardedFilename"})
 

@@ -50,7 +50,9 @@ def check_h5_weights(source: str, file: Union[str, IO[bytes]]) -> None:
     except (UnsafeModelError, ModelFileError):
         raise
     except Exception as error:  # h5py raises OSError, KeyError, ValueError on damaged files
-        raise ModelFileError(f"{source}: not a valid HDF5 weights file: {_one_line(error)}")
+        raise ModelFileError(
+            f"{source}: not a valid HDF5 weights file: {_one_line(error)}"
+        ) from error
 
 
 def _check_group(source: str, group, count: list[int]) -> None:
@@ -133,7 +135,9 @@ def check_checkpoint_index(source: str, prefix: str) -> None:
         shapes = reader.get_variable_to_shape_map()
         dtypes = reader.get_variable_to_dtype_map()
     except Exception as error:  # TensorFlow's errors for a damaged index
-        raise ModelFileError(f"{source}: the variables index cannot be read: {_one_line(error)}")
+        raise ModelFileError(
+            f"{source}: the variables index cannot be read: {_one_line(error)}"
+        ) from error
     for name, shape in shapes.items():
         dtype = dtypes.get(name)
         itemsize = dtype.size if dtype is not None and dtype != tf.string else 1

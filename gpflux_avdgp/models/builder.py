@@ -16,7 +16,7 @@ from ..layers import AmortizedGPLayer, TrainableLikelihood
 from ..presets import hidden_mean_function as preset_hidden_mean_function
 from ..presets import layer_options
 from ..rules import ModelRule
-from ..validation import check_choice, check_positive_int
+from ..validation import check_choice, check_nonnegative_int, check_positive_int
 from .avdgp_model import AVDGPModel
 
 __all__ = ["build_avdgp"]
@@ -91,6 +91,8 @@ def build_avdgp(
         hidden_mean_function = None if given else preset_hidden_mean_function(preset)
     layer_kwargs = {**layer_options(preset), **layer_kwargs}
     seed = layer_kwargs.pop("seed", None)
+    if seed is not None:
+        seed = check_nonnegative_int("seed", seed)
     layers: list[tf_keras.layers.Layer] = [
         tf_keras.Input((input_dim,), dtype=gpflow.default_float())
     ]

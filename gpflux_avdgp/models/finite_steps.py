@@ -56,8 +56,11 @@ def checked_gradients(loss: tf.Tensor, gradients: list, variables: list) -> list
             )
     with tf.control_dependencies(checks):
         return [
-            gradient if gradient is None or isinstance(gradient, tf.IndexedSlices)
-            else tf.identity(gradient)
+            (
+                gradient
+                if gradient is None or isinstance(gradient, tf.IndexedSlices)
+                else tf.identity(gradient)
+            )
             for gradient in gradients
         ]
 

@@ -4,6 +4,7 @@ columns of huge values, and generated broken CSV files (the property test)."""
 
 from __future__ import annotations
 
+import errno
 import gzip
 import os
 import shutil
@@ -237,6 +238,17 @@ def test_generated_broken_shards_end_with_one_line_and_exit_2(capsys, tmp_path):
             2,
             "avdgp: out of memory (ResourceExhaustedError: OOM when allocating); lower",
         ),
+        (
+            tf.errors.ResourceExhaustedError(
+                None,
+                None,
+                "m/backup/chief/ckpt-3_temp/part-00000-of-00001.data-00000-of-00001"
+                ".tempstate1; No space left on device",
+            ),
+            2,
+            "avdgp: error: the disk is full (m/backup/chief/ckpt-3_temp/",
+        ),
+        (OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), 2, "avdgp: error: the disk is full"),
     ],
     ids=[
         "command-line",
@@ -248,6 +260,8 @@ def test_generated_broken_shards_end_with_one_line_and_exit_2(capsys, tmp_path):
         "type-is-ours",
         "memory",
         "tensorflow-memory",
+        "full-disk-checkpoint",
+        "full-disk",
     ],
 )
 def test_main_maps_each_error_type_to_its_exit_status(monkeypatch, capsys, error, status, start):
@@ -323,3 +337,10 @@ def test_an_address_space_limit_too_small_for_tensorflow_is_one_line(tmp_path, k
         f"avdgp: the address-space limit (ulimit -v) is {kib} KiB; TensorFlow needs about "
         "3000000 KiB to start; raise it (e.g. 'ulimit -v unlimited')"
     )
+
+
+def test_a_header_naming_a_column_twice_is_refused_before_training(capsys, tmp_path, rng):
+    """``predict`` reads columns by name, so ``fit`` refuses what ``predict`` would."""
+    data = _write_csv(tmp_path / "d.csv", _table(rng), header="a,a,y")
+    status, out, err = run_cli(capsys, ["fit", data, *TINY])
+    assert_one_line_cli_error(status, out, err, "names column 'a' more than once")

@@ -302,7 +302,23 @@ BROKEN_MODEL_DIRS = [
         id="no-run-json",
     ),
     pytest.param(_set_keras_file_null, "holds no model.keras", id="not-serialised"),
+    pytest.param(
+        lambda f: _edit_run_json(f, lambda info: info["standardizer"].update(x_std=[0.0, 1.0])),
+        "bad standardizer (x_std and y_std must be positive",
+        id="zero-x-std",
+    ),
+    pytest.param(
+        lambda f: _edit_run_json(f, lambda info: info.update(keras_file="model.keras\x00.x")),
+        "is not a file name inside MODEL_DIR",
+        id="nul-in-keras-file",
+    ),
 ]
+
+
+def _edit_run_json(folder: Path, edit) -> None:
+    info = json.loads((folder / "run.json").read_text())
+    edit(info)
+    (folder / "run.json").write_text(json.dumps(info))
 
 
 @pytest.mark.parametrize("edit, expected", BROKEN_MODEL_DIRS)

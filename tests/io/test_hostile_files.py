@@ -24,8 +24,8 @@ from payloads import copy_except, first_dataset, rewritten_weights
 
 import gpflux_avdgp
 from gpflux_avdgp.io import limits
-from gpflux_avdgp.io.graph_ops import ALLOWED_OPS
 from gpflux_avdgp.io.errors import ModelFileError, UnsafeModelError
+from gpflux_avdgp.io.graph_ops import ALLOWED_OPS
 from gpflux_avdgp.io.model_file import _check_graph
 
 
@@ -54,8 +54,11 @@ def payload_module(kind: str, target: str) -> tf.Module:
     module = tf.Module()
     if kind == "table":  # a tracked resource: SavedModel reinitialises it from the file
         initializer = tf.lookup.TextFileInitializer(
-            target, tf.string, tf.lookup.TextFileIndex.WHOLE_LINE,
-            tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER,
+            target,
+            tf.string,
+            tf.lookup.TextFileIndex.WHOLE_LINE,
+            tf.int64,
+            tf.lookup.TextFileIndex.LINE_NUMBER,
         )
         module.table = tf.lookup.StaticHashTable(initializer, -1)
 

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from gpflow.keras import tf_keras
-from helpers import SCRIPTS_DIR, UCI_ROOT, prepare_split_run_dir
+from helpers import SCRIPTS_DIR, UCI_ROOT, prepare_split_run_dir, run_cli
 
 import gpflux_avdgp
 from avdgp.data import Split, epoch_shuffled_batches
@@ -475,3 +475,58 @@ def test_the_selection_state_round_trips_through_its_files(tmp_path):
     untouched.on_train_begin()
     untouched.on_epoch_begin(5)  # no state of epoch 4: a fresh selection
     assert untouched.best_weights is None and untouched.wait == 0
+
+
+# ------------------------------------------------------------ a kill after training
+def _small_fit(data: Path, save: Path, *more: str) -> list[str]:
+    return [
+        "fit", data, "--rule", "ar2", "--layers", "2", "--hidden-dims", "2", "--inducing", "3,3",
+        "--points", "4", "--epochs", "3", "--batch-size", "20", "--seed", "3", "--save", save,
+        *more,
+    ]  # fmt: skip
+
+
+@pytest.mark.slow  # three fits through the command line
+def test_a_run_stopped_while_saving_resumes_without_training(capsys, tmp_path, rng, monkeypatch):
+    """Issue 47: training ended, then the final save failed (a kill, a full disk): the rerun
+    finds the ``trained`` checkpoint, trains no epoch, and saves the uninterrupted run's
+    result."""
+    from avdgp.experiments.running import skeleton
+
+    x = rng.normal(size=(120, 2))
+    data = tmp_path / "data.csv"
+    np.savetxt(data, np.column_stack([x, np.sin(x[:, 0])]), delimiter=",", header="a,b,y",
+               comments="")  # fmt: skip
+    assert run_cli(capsys, _small_fit(data, tmp_path / "full"))[0] == 0
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt  # as a kill inside save_run: run.json is never written
+
+    monkeypatch.setattr(skeleton, "save_run", killed)
+    assert run_cli(capsys, _small_fit(data, tmp_path / "run"))[0] != 0  # main reports it
+    assert (tmp_path / "run" / "trained" / "trained.json").is_file()
+    assert not (tmp_path / "run" / "backup").exists()  # Keras deleted it at the end of training
+    monkeypatch.undo()
+
+    status, out, err = run_cli(capsys, _small_fit(data, tmp_path / "run"))
+    assert status == 0, err
+    assert "had finished training; scoring and saving it" in err
+    assert "epoch 1/3" not in err and "epoch 3/3" not in err
+    assert not (tmp_path / "run" / "trained").exists()
+
+    def result(folder: str) -> dict:
+        return json.loads((tmp_path / folder / "run.json").read_text())["result"]
+
+    full, continued = result("full"), result("run")
+    for key in ("test", "final_train_loss", "stopped_epoch", "best_epoch", "val_nll_curve"):
+        assert continued[key] == full[key], key
+    reloaded = {
+        folder: gpflux_avdgp.load_model(tmp_path / folder / "model.keras")
+        for folder in ("full", "run")
+    }
+    for mine, theirs in zip(reloaded["run"].variables, reloaded["full"].variables):
+        np.testing.assert_array_equal(mine.numpy(), theirs.numpy())
+    for mine, theirs in zip(
+        reloaded["run"].optimizer.variables(), reloaded["full"].optimizer.variables()
+    ):
+        np.testing.assert_array_equal(mine.numpy(), theirs.numpy())

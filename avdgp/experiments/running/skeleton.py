@@ -19,9 +19,16 @@ from avdgp.data import Standardizer
 from avdgp.experiments.zoo import BuiltModel, ModelSpec, Task, build_model
 from avdgp.training.config import TrainConfig, float_type
 from avdgp.training.distribute import barrier, is_chief, worker_save_dir
+from avdgp.training.fit import compile_with
 from avdgp.training.progress import EpochProgress
 from avdgp.training.record import DataColumns, RunRecord
 from avdgp.training.rundir import locks_save_dir, prepare_run_dir, remove_if_empty, save_run
+from avdgp.training.trained_checkpoint import (
+    TrainedState,
+    read_trained,
+    remove_trained,
+    write_trained,
+)
 from gpflux_avdgp.validation import check_choice
 
 __all__ = ["RunData", "Scored", "Trained", "run_on", "run_record"]
@@ -123,9 +130,24 @@ def run_on(
         with scope:
             built = build_model(spec, width, num_train, inputs=inputs)
         progress = EpochProgress(spec.label, stream=stream)
-        trained = data.train(
-            built, config, progress=progress, backup_dir=backup_dir, strategy=strategy
-        )
+        keeps_trained = save_dir is not None and strategy is None  # one process, one device
+        finished = None
+        if keeps_trained:
+            finished = read_trained(
+                Path(save_dir),
+                built.model,
+                lambda optimizer: compile_with(built, config, optimizer),
+            )
+        if finished is None:
+            trained = data.train(
+                built, config, progress=progress, backup_dir=backup_dir, strategy=strategy
+            )
+            if keeps_trained:  # before scoring and saving: a kill there loses no training
+                write_trained(Path(save_dir), built.model, _trained_state(progress, trained))
+        else:
+            trained = Trained(**finished.trained)
+            progress.seconds, progress.losses = finished.seconds, finished.losses
+            progress.first_epoch = finished.first_epoch
         if strategy is not None:
             barrier(strategy)  # every worker has finished writing its backup
         if backup_dir is not None:
@@ -154,7 +176,17 @@ def run_on(
         if save_dir is not None:
             with worker_save_dir(Path(save_dir), strategy) as directory:
                 save_run(built, record, standardizer, directory, data_columns=data_columns)
+            remove_trained(Path(save_dir))
     return record
+
+
+def _trained_state(progress: EpochProgress, trained: Trained) -> TrainedState:
+    return TrainedState(
+        seconds=list(progress.seconds),
+        losses=list(progress.losses),
+        first_epoch=progress.first_epoch,
+        trained=trained._asdict(),
+    )
 
 
 def run_record(
