@@ -22,6 +22,7 @@ Damaged files (truncated, corrupt, missing members) raise the parent
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import posixpath
@@ -50,6 +51,7 @@ __all__ = ["KERAS_ARCHIVE_MEMBERS", "check_model_file"]
 KERAS_ARCHIVE_MEMBERS = ("config.json", "metadata.json", "model.weights.h5")
 _JSON_MEMBERS = ("config.json", "metadata.json")
 _RATIO_FLOOR = 2**20  # members below 1 MiB unpack quickly whatever their ratio
+_IN_MEMORY = 64 * 2**20  # weights checked from memory up to this size
 
 
 def check_model_file(path: str, *, custom_objects: Optional[Mapping[str, Any]] = None) -> bool:
@@ -91,6 +93,8 @@ def _check_keras_archive(path: str, custom_objects: Optional[Mapping[str, Any]])
             config = _json(archive.read("config.json"), f"{path}/config.json")
             check_config(config, source=f"{path}/config.json", custom_objects=custom_objects)
             with archive.open("model.weights.h5") as weights:
+                if archive.getinfo("model.weights.h5").file_size <= _IN_MEMORY:
+                    weights = io.BytesIO(weights.read())  # HDF5 seeks; a zip member seeks slowly
                 check_h5_weights(f"{path}/model.weights.h5", weights)
     except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError) as error:
         if isinstance(error, ModelFileError):
