@@ -253,3 +253,31 @@ def test_a_bad_cell_met_while_streaming_is_named_by_line(
     expected = f"1 value is NaN or infinite (first at row {bad_row + 1}, column 2: nan)"
     assert_one_line_cli_error(status, captured.out, captured.err, expected)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("command", ["predict", "export"])
+def test_weights_stored_in_a_local_file_are_never_read(model_dir, tmp_path, capsys, command):
+    """Issue 47, row 4: a weight stored in another file by HDF5 external storage; plain
+    ``tf_keras`` reads the file into the weight (and ``export`` copied it into the export's
+    variables); the CLI refuses the folder."""
+    import h5py
+    from payloads import copy_except, first_dataset, rewritten_weights
+
+    secret = tmp_path / "secret.bin"
+
+    def rewrite(source, target) -> None:
+        name = first_dataset(source)
+        copy_except(source, target, name)
+        data = source[name]
+        secret.write_bytes(b"S" * data.nbytes)
+        target.create_dataset(
+            name, data.shape, data.dtype, external=[(str(secret), 0, h5py.h5f.UNLIMITED)]
+        )
+
+    folder = copy_run(model_dir, tmp_path / "run")
+    rewritten_weights(model_dir / "model.keras", folder, rewrite)
+    last = str(model_dir / "data.csv") if command == "predict" else str(tmp_path / "export")
+    status = main([command, str(folder), last])
+    captured = capsys.readouterr()
+    assert_one_line_cli_error(status, captured.out, captured.err, "has external storage")
+    assert not (tmp_path / "export").exists()
