@@ -97,7 +97,7 @@ def _named_columns(data: str, saved: SavedRun, target: Optional[str]) -> Optiona
     if not names or not path.is_file() or not data.lower().endswith((".csv", ".csv.gz")):
         return None
     try:
-        layout = sniff_layout(path, data)
+        layout = sniff_layout(path, data, unique_names=False)
     except DataError:  # the whole-file reader says what is wrong
         return None
     if layout.header is None or any(is_number(cell) for cell in layout.header):
@@ -212,7 +212,7 @@ def _streamed_features(data: str, num_features: int, target) -> Optional[Iterato
     if not path.is_file() or not data.lower().endswith((".csv", ".csv.gz")):
         return None
     try:
-        layout = sniff_layout(path, data)
+        layout = sniff_layout(path, data, unique_names=False)
         header = list(layout.header) if layout.header is not None else None
         if layout.num_columns not in (num_features, num_features + 1):
             return None

@@ -154,7 +154,12 @@ class CsvLayout:
 
 
 def sniff_layout(
-    path: Path, label: str, *, what: str = "file", label_column: object = None
+    path: Path,
+    label: str,
+    *,
+    what: str = "file",
+    label_column: object = None,
+    unique_names: bool = True,
 ) -> CsvLayout:
     """The delimiter (the most frequent of ``,``, ``;`` and tab) and header of ``path``, from
     its first non-empty line, which is a header iff one of its non-empty cells is no number.
@@ -163,8 +168,10 @@ def sniff_layout(
     :param what: the noun of the "is empty" message (``"file"`` or ``"shard"``).
     :param label_column: the target column of class labels, which may be text: given as an
         index, its cell does not make the first line a header (``5.1,3.5,setosa`` is data).
-    :raises DataError: for an empty, unreadable or non-UTF-8 file, or a header that names a
-        column twice.
+    :param unique_names: refuse a header that names a column twice (``False``: the caller
+        says more about the header than this can).
+    :raises DataError: for an empty, unreadable or non-UTF-8 file, or (``unique_names``) a
+        header that names a column twice.
     """
     try:
         with open_text(path) as handle:
@@ -190,7 +197,7 @@ def sniff_layout(
     )
     header = tuple(cell.strip() for cell in cells) if has_header else None
     repeated = sorted({name for name in header or () if name and header.count(name) > 1})
-    if repeated:  # predict and export read the columns by name
+    if repeated and unique_names:  # predict and export read the columns by name
         raise DataError(
             f"{label}: the header (line {line_no}) names column {repeated[0]!r} more than "
             "once; give every column its own name"
