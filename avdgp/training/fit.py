@@ -18,6 +18,7 @@ from gpflow.keras import tf_keras
 from gpflux_avdgp.callbacks import ValidationNLL
 from gpflux_avdgp.layers.anchor_placement import place_anchors
 from gpflux_avdgp.layers.base import NON_FINITE_MESSAGE
+from gpflux_avdgp.models.finite_steps import NonFiniteStep
 from gpflux_avdgp.optimizers import FlatAdam
 
 from ..data import Split, epoch_shuffled_batches
@@ -195,6 +196,10 @@ def _fit_reporting_divergence(
         all_callbacks.append(tf_keras.callbacks.BackupAndRestore(str(backup_dir)))
     try:
         built.model.fit(data, epochs=config.epochs, verbose=0, callbacks=all_callbacks)
+    except NonFiniteStep as error:  # an AVDGPModel's own check: bad data, or a divergence
+        if error.in_data:
+            raise
+        raise TrainingDiverged(f"{progress.label}: {error}") from None
     except tf.errors.InvalidArgumentError as error:
         if not is_numerical_failure(error):
             raise  # another failure (e.g. a shape error) is not a divergence

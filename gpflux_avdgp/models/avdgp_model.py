@@ -37,7 +37,7 @@ from ..layers.readers import mixture_reader_fix
 from ..objectives import AVDGPLoss
 from ..predictive import binary_labels, is_categorical, is_classifier, predictive_distribution
 from ..validation import check_feature_matrix, check_finite_data
-from .finite_steps import BatchPosition, checked_batch, checked_gradients, non_finite_message
+from .finite_steps import BatchPosition, checked_batch, checked_gradients, non_finite_step
 
 __all__ = ["AVDGPModel"]
 
@@ -249,7 +249,9 @@ class AVDGPModel(tf_keras.Sequential):
             loss = self.compute_loss(x, y, y_pred, sample_weight)
         variables = self.trainable_variables
         gradients = checked_gradients(loss, tape.gradient(loss, variables), variables)
-        self.optimizer.apply_gradients(zip(gradients, variables))
+        checked = [gradient for gradient in gradients if tf.is_tensor(gradient)]
+        with tf.control_dependencies(checked):  # the iteration count waits for the checks too
+            self.optimizer.apply_gradients(zip(gradients, variables))
         logs = self.compute_metrics(x, y, y_pred, sample_weight)
         layer_losses = [loss for layer in self.layers if isinstance(layer, MixtureLayer)
                         for loss in layer.losses]  # fmt: skip
@@ -311,17 +313,17 @@ class AVDGPModel(tf_keras.Sequential):
     def _tracking(command: str, callbacks_at: int, run, *args, **kwargs):
         """``run(*args, **kwargs)`` with a :class:`BatchPosition` among the callbacks (unless
         they are given by position, ``args[callbacks_at]``); a step stopped by NaN or inf
-        becomes one ``ValueError`` line."""
+        becomes one :class:`~gpflux_avdgp.models.finite_steps.NonFiniteStep` line."""
         position = BatchPosition()
         if len(args) <= callbacks_at:
             kwargs["callbacks"] = [*(kwargs.get("callbacks") or []), position]
         try:
             return run(*args, **kwargs)
         except tf.errors.InvalidArgumentError as error:
-            message = non_finite_message(command, error, position)
-            if message is None:
+            stopped = non_finite_step(command, error, position)
+            if stopped is None:
                 raise
-            raise ValueError(message) from None
+            raise stopped from None
 
     def save_weights(self, filepath, *args, **kwargs) -> None:
         """``tf_keras.Model.save_weights`` to a TensorFlow checkpoint.

@@ -8,8 +8,9 @@ before the update depends on them (:func:`~gpflux_avdgp.validation.checked_finit
 * the batch's inputs ``x``, targets ``y`` and ``sample_weight`` (training and evaluation);
 * the loss and every gradient (training).
 
-Its ``fit`` and ``evaluate`` turn the stop into one ``ValueError`` line naming the input, the
-batch and the epoch (:func:`non_finite_message`, with :class:`BatchPosition`). The model's
+Its ``fit`` and ``evaluate`` turn the stop into one :class:`NonFiniteStep` line (a
+``ValueError``) naming the input, the batch and the epoch (:func:`non_finite_step`, with
+:class:`BatchPosition`). The model's
 weights and optimizer state are those before the batch. In other model types
 (``tf_keras.Sequential``, Functional) :class:`~gpflux_avdgp.AVDGPLoss` checks the targets and
 ``sample_weight`` and the first GP layer its input, with the same messages inside
@@ -26,7 +27,13 @@ from gpflow.keras import tf_keras
 
 from ..validation import NON_FINITE, checked_finite
 
-__all__ = ["BatchPosition", "checked_batch", "checked_gradients", "non_finite_message"]
+__all__ = [
+    "BatchPosition",
+    "NonFiniteStep",
+    "checked_batch",
+    "checked_gradients",
+    "non_finite_step",
+]
 
 _WHAT = re.compile(re.escape(NON_FINITE) + r" ([^\n]+?) (?:hold|is) NaN or inf")
 
@@ -83,25 +90,46 @@ class BatchPosition(tf_keras.callbacks.Callback):
         self.batch = batch
 
 
-def non_finite_message(
+class NonFiniteStep(ValueError):
+    """A step of ``fit`` or ``evaluate`` stopped by NaN or inf, in one line.
+
+    :ivar source: what held it: ``"the targets y"``, ``"sample_weight"``, ``"the inputs x"``,
+        ``"the loss"`` or ``"the gradient of <variable>"``.
+    """
+
+    def __init__(self, message: str, source: str):
+        super().__init__(message)
+        self.source = source
+
+    @property
+    def in_data(self) -> bool:
+        """Whether the batch's data held it (bad input), not the loss or a gradient (the
+        training diverged)."""
+        return self.source.startswith(("the inputs", "the targets", "sample_weight"))
+
+
+def non_finite_step(
     command: str, error: tf.errors.InvalidArgumentError, position: BatchPosition
-) -> Optional[str]:
-    """One line for a step stopped by a check of this module, or ``None`` for another error:
-    ``"fit: the targets y hold NaN or inf in batch 3 of epoch 2; ..."``."""
+) -> Optional[NonFiniteStep]:
+    """The one-line error for a step stopped by a check of this module, or ``None`` for
+    another error: ``"fit: the targets y hold NaN or inf in batch 3 of epoch 2; ..."``."""
     found = _WHAT.search(str(error.message))
     if found is None:
         return None
+    source = found.group(1)
     where = ""
     if position.batch is not None:
         where = f" in batch {position.batch + 1}"
         if command == "fit" and position.epoch is not None:
             where += f" of epoch {position.epoch + 1}"
-    verb = "hold" if found.group(1).startswith(("the inputs", "the targets", "sample")) else "is"
+    step = NonFiniteStep("", source)
+    verb = "hold" if step.in_data else "is"
     if command == "fit":
         after = (
-            "no update was applied (the model is as it was before that batch); drop or fix "
-            "those rows and fit again"
-        )
+            "no update was applied (the model is as it was before that batch); "
+            + ("drop or fix those rows and fit again" if step.in_data else "lower the "
+               "learning rate or standardise the data")
+        )  # fmt: skip
     else:
         after = "no score means anything then; drop or fix those rows"
-    return f"{command}: {found.group(1)} {verb} NaN or inf{where}; {after}"
+    return NonFiniteStep(f"{command}: {source} {verb} NaN or inf{where}; {after}", source)

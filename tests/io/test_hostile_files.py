@@ -326,3 +326,50 @@ def test_a_saved_model_index_declaring_more_than_its_data_is_refused(printer_mod
     data.write_bytes(data.read_bytes()[:1000])  # the index still declares 8 MB
     with pytest.raises(UnsafeModelError, match="declares 7.6 MiB, more than the 1.2 KiB"):
         check_checkpoint_index("big", prefix)
+
+
+_MEMORY_PROBE = """
+import resource, sys, time
+import gpflux_avdgp
+from gpflux_avdgp.io.errors import UnsafeModelError
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+start = time.perf_counter()
+try:
+    gpflux_avdgp.load_model(sys.argv[1])
+except UnsafeModelError as error:
+    print(str(error))
+print(time.perf_counter() - start, before, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+@pytest.mark.slow  # a fresh process per bomb, for its peak memory
+@pytest.mark.parametrize("bomb", ["compressed dataset", "config"])
+def test_a_size_bomb_is_refused_within_seconds_and_little_memory(saved, tmp_path, bomb):
+    """Row 5: in a fresh process, the refusal takes under 10 s and the loader's peak memory
+    grows by under 1 GB (it had reached 13.5 GB)."""
+    import subprocess
+    import sys
+
+    if bomb == "config":
+        with zipfile.ZipFile(saved) as archive:
+            config = archive.read("config.json")
+        path = rezipped(saved, tmp_path, {"config.json": config + b" " * 2**28})
+    else:
+
+        def rewrite(source: h5py.File, target: h5py.File) -> None:
+            name = first_dataset(source)
+            copy_except(source, target, name)
+            target.create_dataset(name, (2**30,), "float64", chunks=(2**20,), compression="gzip")
+            target[name][: 2**20] = 0.0
+
+        path = rewritten_weights(saved, tmp_path, rewrite)
+    assert path.stat().st_size < 2 * 2**20
+    result = subprocess.run(
+        [sys.executable, "-c", _MEMORY_PROBE, str(path)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    refusal, numbers = result.stdout.strip().splitlines()
+    assert "refused" in refusal and ("cap of" in refusal or "compressed" in refusal), refusal
+    seconds, before, peak = (float(value) for value in numbers.split())
+    assert seconds < 10.0
+    assert (peak - before) * 1024 < 2**30, (before, peak)  # ru_maxrss is in KiB
