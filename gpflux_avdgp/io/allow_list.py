@@ -245,9 +245,26 @@ def _class_candidates(entry: dict, trusted: dict, legacy: bool):
             )
             if found is not None
         ]
+    if legacy and not candidates and class_name in _gpflux_layer_names():
+        return []  # rebuilt by its parent's config (SigmaPointGPLayer), never by this entry
     if not candidates:  # in a SavedModel Keras would revive it from the file's traced graph
         return f"class {class_name!r}, unknown to Keras and not registered"
     return candidates
+
+
+@functools.lru_cache(maxsize=1)
+def _gpflux_layer_names() -> frozenset[str]:
+    """GPflux's layer classes, which GPflux does not register with Keras: a SavedModel of a
+    :class:`~gpflux_avdgp.SigmaPointGPLayer` names its wrapped ``GPLayer`` by class name.
+    Keras cannot build one from that name; the wrapper's config rebuilds it (or, if that
+    failed, Keras would revive it from the graph, whose ops :mod:`.graph_ops` checks)."""
+    import gpflux
+
+    return frozenset(
+        name
+        for name, value in vars(gpflux.layers).items()
+        if isinstance(value, type) and issubclass(value, tf_keras.layers.Layer)
+    )
 
 
 def _is_keras_module(module: str) -> bool:
