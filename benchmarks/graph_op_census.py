@@ -9,14 +9,21 @@ prints the ops seen and those outside the allow list and the checkpoint ops (non
 list was made: 113 op types seen).
 """
 
-import json, os, sys, tempfile  # noqa: E401
+import json
+import os
+import sys
+import tempfile
+
+import gpflow
+import numpy as np
+import tensorflow as tf
+from gpflow.keras import tf_keras
+from tensorflow.core.protobuf import saved_model_pb2
+
+import gpflux_avdgp
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [os.path.join(ROOT, "tests"), os.path.join(ROOT, "tests", "io")]
-import numpy as np, tensorflow as tf, gpflow
-from gpflow.keras import tf_keras
-import gpflux_avdgp
-from tensorflow.core.protobuf import saved_model_pb2
+sys.path[:0] = [os.path.join(ROOT, "tests"), os.path.join(ROOT, "tests", "io")]  # test models
 
 
 def ops_of(path):
@@ -50,20 +57,11 @@ if which == "check":
     print(len(seen), "op types seen; not allowed:", sorted(seen - ALLOWED_OPS - CHECKPOINT_OPS))
     sys.exit()
 if which == "zoo":
-    from avdgp.experiments.zoo import ModelSpec, build_model
-    from avdgp import training
+    from test_saving_zoo import ZOO  # every family, every rule, both tasks
 
-    for kind, rule, task in [
-        ("avdgp", "ar1", "regression"),
-        ("avdgp", "ar2", "classification"),
-        ("avdgp", "ar2p", "regression"),
-        ("avdgp", "ar2pp", "classification"),
-        ("sgp-avi", None, "regression"),
-        ("idsgp", None, "classification"),
-        ("svgp", None, "classification"),
-        ("dsdgp", None, "regression"),
-        ("dspp", None, "classification"),
-    ]:
+    from avdgp.experiments.zoo import ModelSpec, build_model
+
+    for kind, rule, task in ZOO:
         deep = kind in ("avdgp", "dsdgp", "dspp")
         spec = ModelSpec(
             model=kind,
@@ -220,7 +218,6 @@ elif which == "keras":
     m.fit(x, y, epochs=1, verbose=0)
     models["legacyadam"] = m
 elif which == "gpflux":
-    import gpflux
     from gpflux.architectures import Config, build_constant_input_dim_deep_gp
 
     cfg = Config(
