@@ -530,3 +530,36 @@ def test_a_run_stopped_while_saving_resumes_without_training(capsys, tmp_path, r
         reloaded["run"].optimizer.variables(), reloaded["full"].optimizer.variables()
     ):
         np.testing.assert_array_equal(mine.numpy(), theirs.numpy())
+
+
+@pytest.mark.slow  # two fits through the command line
+def test_a_run_stopped_after_its_last_backup_is_refused_not_saved_wrong(
+    capsys, tmp_path, rng, monkeypatch
+):
+    """Stopped after the last epoch's backup and before the trained checkpoint: the rerun
+    would resume with no epoch left, without the best epoch's state or the epochs' record.
+    It is refused in one line naming the backup, not saved with the last epoch's weights."""
+    from helpers import assert_one_line_cli_error
+
+    from avdgp.experiments.running import skeleton
+
+    x = rng.normal(size=(120, 2))
+    data = tmp_path / "data.csv"
+    np.savetxt(data, np.column_stack([x, np.sin(x[:, 0])]), delimiter=",", header="a,b,y",
+               comments="")  # fmt: skip
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt  # as a kill right after training
+
+    monkeypatch.setattr(
+        tf_keras.callbacks.BackupAndRestore, "on_train_end", lambda self, logs=None: None
+    )  # the backup of the last epoch stays, as when the kill comes before Keras deletes it
+    monkeypatch.setattr(skeleton, "write_trained", killed)
+    assert run_cli(capsys, _small_fit(data, tmp_path / "run"))[0] != 0
+    assert any((tmp_path / "run" / "backup").iterdir())
+    monkeypatch.undo()
+    status, out, err = run_cli(capsys, _small_fit(data, tmp_path / "run"))
+    resuming, refusal = err.strip().splitlines()  # the "resuming" line, then the refusal
+    assert "resuming the interrupted run" in resuming
+    assert_one_line_cli_error(status, out, refusal, "had finished its last epoch but was stopped")
+    assert not (tmp_path / "run" / "run.json").exists()

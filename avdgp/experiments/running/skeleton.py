@@ -16,6 +16,7 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 
 from avdgp.data import Standardizer
+from avdgp.errors import UsageError
 from avdgp.experiments.zoo import BuiltModel, ModelSpec, Task, build_model
 from avdgp.training.config import TrainConfig, float_type
 from avdgp.training.distribute import barrier, is_chief, worker_save_dir
@@ -142,6 +143,13 @@ def run_on(
             trained = data.train(
                 built, config, progress=progress, backup_dir=backup_dir, strategy=strategy
             )
+            if save_dir is not None and not progress.seconds:
+                raise UsageError(
+                    f"{save_dir}: the interrupted run had finished its last epoch but was "
+                    "stopped before it kept its result, and its backup cannot give the "
+                    f"selected epoch's weights or the epochs' record; delete {backup_dir} "
+                    "and run the same command again"
+                )  # resumed from a backup of the last epoch: no epoch ran in this process
             if keeps_trained:  # before scoring and saving: a kill there loses no training
                 write_trained(Path(save_dir), built.model, _trained_state(progress, trained))
         else:
