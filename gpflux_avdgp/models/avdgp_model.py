@@ -37,7 +37,7 @@ from ..layers.readers import mixture_reader_fix
 from ..objectives import AVDGPLoss
 from ..predictive import binary_labels, is_categorical, is_classifier, predictive_distribution
 from ..validation import check_feature_matrix, check_finite_data
-from .finite_steps import BatchPosition, checked_batch, checked_gradients, non_finite_step
+from .finite_steps import BatchPosition, checked_batch, gradients_check, non_finite_step
 
 __all__ = ["AVDGPModel"]
 
@@ -248,10 +248,9 @@ class AVDGPModel(tf_keras.Sequential):
             y_pred = self(x, training=True)  # after the checks: draw counters advance then
             loss = self.compute_loss(x, y, y_pred, sample_weight)
         variables = self.trainable_variables
-        gradients = checked_gradients(loss, tape.gradient(loss, variables), variables)
-        checked = [gradient for gradient in gradients if tf.is_tensor(gradient)]
-        with tf.control_dependencies(checked):  # the iteration count waits for the checks too
-            self.optimizer.apply_gradients(zip(gradients, variables))
+        gradients = tape.gradient(loss, variables)
+        with tf.control_dependencies([gradients_check(loss, gradients)]):  # every update op
+            self.optimizer.apply_gradients(zip(gradients, variables))  # and the count wait
         logs = self.compute_metrics(x, y, y_pred, sample_weight)
         layer_losses = [loss for layer in self.layers if isinstance(layer, MixtureLayer)
                         for loss in layer.losses]  # fmt: skip

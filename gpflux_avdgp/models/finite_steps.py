@@ -6,7 +6,7 @@ failed, blaming a layer. :class:`~gpflux_avdgp.AVDGPModel`'s steps check, in the
 before the update depends on them (:func:`~gpflux_avdgp.validation.checked_finite`):
 
 * the batch's inputs ``x``, targets ``y`` and ``sample_weight`` (training and evaluation);
-* the loss and every gradient (training).
+* the loss and the gradients (training), by their global norm.
 
 Its ``fit`` and ``evaluate`` turn the stop into one :class:`NonFiniteStep` line (a
 ``ValueError``) naming the input, the batch and the epoch (:func:`non_finite_step`, with
@@ -31,7 +31,7 @@ __all__ = [
     "BatchPosition",
     "NonFiniteStep",
     "checked_batch",
-    "checked_gradients",
+    "gradients_check",
     "non_finite_step",
 ]
 
@@ -49,52 +49,47 @@ def checked_batch(data):
     )
 
 
-def checked_gradients(loss: tf.Tensor, gradients: list, variables: list) -> list:
-    """``gradients`` of ``variables``, each made to depend on the checks of ``loss`` and of
-    every gradient: no update of the optimizer can run unless all of them pass."""
-    checks = [tf.debugging.check_numerics(loss, f"{NON_FINITE} the loss is NaN or inf")]
-    for gradient, variable in zip(gradients, variables):
-        if gradient is not None and not isinstance(gradient, tf.IndexedSlices):
-            name = variable.name.split(":")[0]
-            checks.append(
-                tf.debugging.check_numerics(
-                    gradient, f"{NON_FINITE} the gradient of {name} is NaN or inf"
-                )
-            )
-    with tf.control_dependencies(checks):
-        return [
-            (
-                gradient
-                if gradient is None or isinstance(gradient, tf.IndexedSlices)
-                else tf.identity(gradient)
-            )
-            for gradient in gradients
-        ]
+def gradients_check(loss: tf.Tensor, gradients: list) -> tf.Tensor:
+    """One op that fails when ``loss`` or any of ``gradients`` holds NaN or inf: the check of
+    their global norm (a few ops however many variables; a gradient norm that overflows is a
+    divergence too). The optimizer's update is made to wait for it."""
+    dense = [gradient for gradient in gradients if isinstance(gradient, tf.Tensor)]
+    norm = tf.linalg.global_norm(dense) if dense else tf.zeros([], loss.dtype)
+    total = tf.cast(loss, norm.dtype) * 0 + norm  # NaN or inf if either is
+    return tf.debugging.check_numerics(total, f"{NON_FINITE} the loss or a gradient is NaN or inf")
 
 
 class BatchPosition(tf_keras.callbacks.Callback):
-    """Where ``fit`` or ``evaluate`` is: the epoch and the batch last begun (0-based)."""
+    """Where ``fit`` or ``evaluate`` is: the epoch and the batch (0-based). In ``fit`` the batch
+    is read off the optimizer's iteration count when asked (a refused step does not count),
+    so no batch hook makes Keras fetch the logs after every step."""
 
     def __init__(self) -> None:
         super().__init__()
         self.epoch: Optional[int] = None
-        self.batch: Optional[int] = None
+        self._test_batch: Optional[int] = None
+        self._first_iteration: Optional[int] = None
 
     def on_epoch_begin(self, epoch: int, logs=None) -> None:
         self.epoch = epoch
-
-    def on_train_batch_begin(self, batch: int, logs=None) -> None:
-        self.batch = batch
+        self._first_iteration = int(self.model.optimizer.iterations.numpy())
 
     def on_test_batch_begin(self, batch: int, logs=None) -> None:
-        self.batch = batch
+        self._test_batch = batch
+
+    @property
+    def batch(self) -> Optional[int]:
+        """The batch being trained (from the iteration count) or evaluated, if known."""
+        if self._first_iteration is not None:
+            return int(self.model.optimizer.iterations.numpy()) - self._first_iteration
+        return self._test_batch
 
 
 class NonFiniteStep(ValueError):
     """A step of ``fit`` or ``evaluate`` stopped by NaN or inf, in one line.
 
-    :ivar source: what held it: ``"the targets y"``, ``"sample_weight"``, ``"the inputs x"``,
-        ``"the loss"`` or ``"the gradient of <variable>"``.
+    :ivar source: what held it: ``"the targets y"``, ``"sample_weight"``, ``"the inputs x"``
+        or ``"the loss or a gradient"``.
     """
 
     def __init__(self, message: str, source: str):
