@@ -138,3 +138,13 @@ def test_a_non_finite_gradient_applies_no_update():
     assert not info.value.in_data  # a divergence: the avdgp harness reports it as such
     for old, new in zip(before, model.variables):
         np.testing.assert_array_equal(old, new.numpy())
+
+
+def test_validation_inside_fit_prints_nothing(capsys):
+    """``fit`` calls ``evaluate`` with its own ``CallbackList``; the batch tracking must leave
+    it alone (a list of its callbacks gave the validation a progress bar of its own)."""
+    model = _model("avdgp", gpflow.likelihoods.Gaussian(variance=0.1))
+    model.compile(tf_keras.optimizers.Adam(0.05), loss=ga.AVDGPLoss())
+    x, y, _ = _data()
+    model.fit(x, y, batch_size=40, epochs=2, verbose=0, validation_data=(x[:40], y[:40]))
+    assert capsys.readouterr().out == ""

@@ -311,11 +311,13 @@ class AVDGPModel(tf_keras.Sequential):
     @staticmethod
     def _tracking(command: str, callbacks_at: int, run, *args, **kwargs):
         """``run(*args, **kwargs)`` with a :class:`BatchPosition` among the callbacks (unless
-        they are given by position, ``args[callbacks_at]``); a step stopped by NaN or inf
+        they are given by position, ``args[callbacks_at]``, or as the ``CallbackList`` that
+        ``fit`` passes to its validation ``evaluate``); a step stopped by NaN or inf
         becomes one :class:`~gpflux_avdgp.models.finite_steps.NonFiniteStep` line."""
         position = BatchPosition()
-        if len(args) <= callbacks_at:
-            kwargs["callbacks"] = [*(kwargs.get("callbacks") or []), position]
+        given = kwargs.get("callbacks")
+        if len(args) <= callbacks_at and (given is None or isinstance(given, (list, tuple))):
+            kwargs["callbacks"] = [*(given or []), position]  # not fit's own validation call
         try:
             return run(*args, **kwargs)
         except tf.errors.InvalidArgumentError as error:
