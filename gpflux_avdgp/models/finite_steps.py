@@ -100,7 +100,11 @@ class NonFiniteStep(ValueError):
     def in_data(self) -> bool:
         """Whether the batch's data held it (bad input), not the loss or a gradient (the
         training diverged)."""
-        return self.source.startswith(("the inputs", "the targets", "sample_weight"))
+        return _in_data(self.source)
+
+
+def _in_data(source: str) -> bool:
+    return source.startswith(("the inputs", "the targets", "sample_weight"))
 
 
 def non_finite_step(
@@ -117,12 +121,12 @@ def non_finite_step(
         where = f" in batch {position.batch + 1}"
         if command == "fit" and position.epoch is not None:
             where += f" of epoch {position.epoch + 1}"
-    step = NonFiniteStep("", source)
-    verb = "hold" if step.in_data else "is"
+    in_data = _in_data(source)
+    verb = "hold" if in_data else "is"
     if command == "fit":
         after = (
             "no update was applied (the model is as it was before that batch); "
-            + ("drop or fix those rows and fit again" if step.in_data else "lower the "
+            + ("drop or fix those rows and fit again" if in_data else "lower the "
                "learning rate or standardise the data")
         )  # fmt: skip
     else:
