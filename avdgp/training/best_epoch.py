@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 from pathlib import Path
 from typing import Optional
@@ -30,7 +29,8 @@ __all__ = ["ResumableEarlyStopping"]
 
 class ResumableEarlyStopping(tf_keras.callbacks.EarlyStopping):
     """``EarlyStopping`` whose state is saved to ``state_dir`` after every epoch and restored
-    when ``fit`` resumes at a later epoch; removed when training ends.
+    when ``fit`` resumes at a later epoch, or resumes with no epoch left (the backup of a
+    finished training); the run deletes it with the backup.
 
     :param state_dir: a folder beside the backup (created on first use).
     :param curve: a callback with a ``history`` list of ``(epoch, value)`` (``ValidationNLL``),
@@ -41,15 +41,15 @@ class ResumableEarlyStopping(tf_keras.callbacks.EarlyStopping):
     def __init__(self, state_dir: Path, *, curve: Optional[object] = None, **options):
         super().__init__(**options)
         self.state_dir, self.curve = Path(state_dir), curve
-        self._resumed = False
+        self._epoch_ran = False
 
     def on_train_begin(self, logs=None):
         super().on_train_begin(logs)
-        self._resumed = False
+        self._epoch_ran = False
 
     def on_epoch_begin(self, epoch, logs=None):
-        if not self._resumed:  # the first epoch of this fit: BackupAndRestore has restored
-            self._resumed = True
+        if not self._epoch_ran:  # the first epoch of this fit: BackupAndRestore has restored
+            self._epoch_ran = True
             if epoch > 0:
                 self._restore(epoch - 1)
 
@@ -58,8 +58,9 @@ class ResumableEarlyStopping(tf_keras.callbacks.EarlyStopping):
         self._save(epoch)
 
     def on_train_end(self, logs=None):
-        super().on_train_end(logs)
-        shutil.rmtree(self.state_dir, ignore_errors=True)
+        if not self._epoch_ran:  # resumed from the backup of a finished training
+            self._restore(None)
+        super().on_train_end(logs)  # restores the best epoch's weights
 
     # ------------------------------------------------------------------ state on disk
     def _file(self, epoch: int) -> Path:
@@ -80,19 +81,23 @@ class ResumableEarlyStopping(tf_keras.callbacks.EarlyStopping):
         np.savez(partial, state=np.array(json.dumps(state)), **weights)
         os.replace(partial, self._file(epoch))
 
-    def _restore(self, epoch: int) -> None:
-        """Take the saved state of (finished) ``epoch``, if there is one."""
-        path = self._file(epoch)
-        if not path.is_file():
+    def _restore(self, epoch: Optional[int]) -> None:
+        """Take the saved state of (finished) ``epoch``, or of the latest epoch saved with
+        ``None``, if there is one."""
+        files = [self._file(epoch)] if epoch is not None else [self._file(0), self._file(1)]
+        saved_states = [self._read(path) for path in files if path.is_file()]
+        fitting = [s for s in saved_states if epoch is None or s[0]["epoch"] == epoch]
+        if not fitting:
             return
-        with np.load(path, allow_pickle=False) as saved:
-            state = json.loads(str(saved["state"]))
-            if state["epoch"] != epoch:
-                return
-            count = sum(1 for key in saved.files if key.startswith("w"))
-            weights = [saved[f"w{i}"] for i in range(count)]
+        state, weights = max(fitting, key=lambda saved: saved[0]["epoch"])
         self.best, self.best_epoch = state["best"], state["best_epoch"]
         self.wait, self.stopped_epoch = state["wait"], state["stopped_epoch"]
         self.best_weights = weights or None
         if self.curve is not None:
             self.curve.history[:0] = [tuple(point) for point in state["curve"]]
+
+    @staticmethod
+    def _read(path: Path) -> tuple[dict, list]:
+        with np.load(path, allow_pickle=False) as saved:
+            count = sum(1 for key in saved.files if key.startswith("w"))
+            return json.loads(str(saved["state"])), [saved[f"w{i}"] for i in range(count)]

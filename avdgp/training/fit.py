@@ -27,7 +27,14 @@ from .config import TrainConfig, TrainingDiverged
 from .distribute import UnevenBatchesWarning, shard_global_batches, uneven_batches_message
 from .progress import EpochProgress
 
-__all__ = ["Trainable", "best_epoch_callbacks", "compile_with", "fit_model", "fit_model_on_dataset"]
+__all__ = [
+    "KeptBackup",
+    "Trainable",
+    "best_epoch_callbacks",
+    "compile_with",
+    "fit_model",
+    "fit_model_on_dataset",
+]
 
 
 class Trainable(Protocol):
@@ -57,9 +64,10 @@ def fit_model(
 
     Batches come from :func:`~avdgp.data.epoch_shuffled_batches` (the order of
     epoch ``e`` depends only on the seed and ``e``). With ``backup_dir``, a
-    ``tf_keras.callbacks.BackupAndRestore`` there saves the model, optimizer and draw counters
-    after every epoch, and a run that was interrupted resumes from its last finished epoch
-    with the same batches and Monte Carlo draws as an uninterrupted run.
+    :class:`KeptBackup` there saves the model, optimizer and draw counters after every epoch,
+    and a run that was interrupted resumes from its last finished epoch with the same batches
+    and Monte Carlo draws as an uninterrupted run. The backup stays when training ends (the
+    caller deletes it once the result is kept): fitting again on it trains no epoch.
 
     With a ``tf.distribute`` ``strategy`` (see :mod:`avdgp.training.distribute`; ``built``
     must have been built inside ``strategy.scope()``), the optimizer and ``compile`` are created in
@@ -179,6 +187,24 @@ def compile_with(
     return optimizer
 
 
+class KeptBackup(tf_keras.callbacks.BackupAndRestore):
+    """``BackupAndRestore`` whose backup outlives ``fit``: its owner deletes it once the
+    trained model is kept, so a kill between the end of training and that moment resumes
+    with no epoch left instead of training again from epoch 0. An epoch after which a callback
+    stopped training (early stopping) is backed up as the last epoch: a resume trains no
+    further epoch. Callbacks that must survive such a resume keep their state beside the
+    backup (:class:`~avdgp.training.progress.EpochProgress`,
+    :class:`~avdgp.training.best_epoch.ResumableEarlyStopping`)."""
+
+    def __init__(self, backup_dir: Path):
+        super().__init__(str(backup_dir), delete_checkpoint=False)
+
+    def on_epoch_end(self, epoch: int, logs: Optional[dict] = None) -> None:
+        if self.model.stop_training:  # the backup records the epoch its epoch began with
+            super().on_epoch_begin(self.params["epochs"] - 1)
+        super().on_epoch_end(epoch, logs)
+
+
 def _fit_reporting_divergence(
     built: Trainable,
     data: tf.data.Dataset,
@@ -193,7 +219,7 @@ def _fit_reporting_divergence(
     progress.steps_per_execution = config.steps_per_execution
     all_callbacks = [progress, *callbacks]  # progress first: it stops before a backup of NaNs
     if backup_dir is not None:
-        all_callbacks.append(tf_keras.callbacks.BackupAndRestore(str(backup_dir)))
+        all_callbacks.append(KeptBackup(backup_dir))
     try:
         built.model.fit(data, epochs=config.epochs, verbose=0, callbacks=all_callbacks)
     except NonFiniteStep as error:  # an AVDGPModel's own check: bad data, or a divergence

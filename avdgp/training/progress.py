@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import sys
 import time
+from pathlib import Path
 from typing import Optional, TextIO
 
 import numpy as np
@@ -23,12 +26,22 @@ class EpochProgress(tf_keras.callbacks.Callback):
 
     :param label: printed in front of every line.
     :param stream: where to print; ``None`` prints nothing.
+    :param state_file: with a backup (:class:`~avdgp.training.fit.KeptBackup`), where the
+        seconds and losses are kept after every epoch, atomically and before the backup: a
+        ``fit`` resumed from the backup of a finished training runs no epoch and takes them
+        from there.
     """
 
-    def __init__(self, label: str, stream: Optional[TextIO] = sys.stderr):
+    def __init__(
+        self,
+        label: str,
+        stream: Optional[TextIO] = sys.stderr,
+        *,
+        state_file: Optional[Path] = None,
+    ):
         super().__init__()
         self._supports_tf_logs = True  # batch hooks must not fetch the loss every step
-        self.label, self.stream = label, stream
+        self.label, self.stream, self.state_file = label, stream, state_file
         self.seconds: list[float] = []
         self.losses: list[float] = []
         self.first_epoch: Optional[int] = None
@@ -71,3 +84,38 @@ class EpochProgress(tf_keras.callbacks.Callback):
             raise TrainingDiverged(
                 f"{self.label}: the training loss became {loss} in epoch {epoch + 1}"
             )
+        if self.state_file is not None:
+            self._keep()
+
+    def on_train_end(self, logs: Optional[dict] = None) -> None:
+        if self.state_file is None:
+            return
+        if self.first_epoch is not None:
+            self._keep(finished=True)
+        elif self.state_file.is_file():  # no epoch ran: resumed from a finished training
+            kept = json.loads(self.state_file.read_text())
+            self.first_epoch, self.seconds, self.losses = (
+                kept["first_epoch"],
+                kept["seconds"],
+                kept["losses"],
+            )
+
+    @staticmethod
+    def finished(state_file: Path) -> bool:
+        """Whether ``state_file`` holds the record of a training that ended."""
+        try:
+            return bool(json.loads(state_file.read_text()).get("finished"))
+        except (OSError, ValueError, AttributeError):
+            return False
+
+    def _keep(self, finished: bool = False) -> None:
+        kept = {
+            "first_epoch": self.first_epoch,
+            "seconds": self.seconds,
+            "losses": self.losses,
+            "finished": finished,
+        }
+        partial = self.state_file.with_name(f".{self.state_file.name}.{os.getpid()}")
+        partial.parent.mkdir(parents=True, exist_ok=True)
+        partial.write_text(json.dumps(kept))
+        os.replace(partial, self.state_file)

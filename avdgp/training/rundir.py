@@ -15,6 +15,7 @@ import functools
 import hashlib
 import json
 import os
+import shutil
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, TextIO
@@ -25,13 +26,14 @@ from ..data import ShardStatistics, Standardizer
 from ..errors import UsageError, write_failure_reason
 from .config import TrainConfig
 from .distribute import is_chief
+from .progress import EpochProgress
 from .record import DataColumns, RunRecord
-from .trained_checkpoint import TRAINED_DIR
 
 __all__ = [
     "BACKUP_DIR",
     "BEST_EPOCH_DIR",
     "LOCK_FILE",
+    "PROGRESS_FILE",
     "RunDirInUse",
     "holding_run_dir",
     "locks_save_dir",
@@ -39,6 +41,7 @@ __all__ = [
     "array_data",
     "prepare_run_dir",
     "remove_if_empty",
+    "remove_training_state",
     "save_run",
     "shard_data",
     "training_settings",
@@ -50,6 +53,8 @@ SETTINGS_FILE = "settings.json"
 BACKUP_DIR = "backup"
 #: Beside the backup: the best-epoch selection's state (``training.best_epoch``).
 BEST_EPOCH_DIR = "best_epoch"
+#: Beside the backup: the epochs' seconds and losses (``training.progress``).
+PROGRESS_FILE = "progress.json"
 
 
 LOCK_FILE = ".lock"
@@ -177,7 +182,7 @@ def prepare_run_dir(
                 "); use the same settings to resume it, or another folder"
             )
         label = getattr(spec, "label", type(spec).__name__)
-        if (directory / TRAINED_DIR).is_dir() and stream is not None:
+        if EpochProgress.finished(directory / PROGRESS_FILE) and stream is not None:
             print(
                 f"[{label}] the interrupted run in {directory} had finished training; scoring "
                 "and saving it",
@@ -274,6 +279,15 @@ def _write_atomically(path: Path, text: str) -> None:
     partial = path.with_name(f".{path.name}.{os.getpid()}")
     partial.write_text(text)
     partial.replace(path)
+
+
+def remove_training_state(directory: Path) -> None:
+    """Remove what training keeps in run folder ``directory`` to resume (the backup, the
+    best-epoch selection's state, the epochs' record), once its result is kept."""
+    shutil.rmtree(directory / BACKUP_DIR, ignore_errors=True)
+    shutil.rmtree(directory / BEST_EPOCH_DIR, ignore_errors=True)
+    with contextlib.suppress(FileNotFoundError):
+        (directory / PROGRESS_FILE).unlink()
 
 
 def remove_if_empty(directory: Path) -> None:

@@ -11,6 +11,7 @@
 import dataclasses
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -405,7 +406,7 @@ def test_cli_fit_save_resumes_a_killed_run(tmp_path, rng):
 
 
 # ------------------------------------------------------------ best-epoch selection on resume
-def _selection_run(split, config, backup_dir, interrupt=None):
+def _selection_run(split, config, backup_dir, interrupt=None, progress=None):
     """``fit_model`` with the harness' best-epoch selection (its state beside the backup)."""
     tf_keras.backend.clear_session()
     tf_keras.utils.set_random_seed(config.seed)
@@ -414,7 +415,13 @@ def _selection_run(split, config, backup_dir, interrupt=None):
     selection = best_epoch_callbacks(built, split, config, state_dir=state_dir)
     callbacks = selection if interrupt is None else (*selection, interrupt)
     fit_model(
-        built, split.x_train, split.y_train, config, callbacks=callbacks, backup_dir=backup_dir
+        built,
+        split.x_train,
+        split.y_train,
+        config,
+        callbacks=callbacks,
+        backup_dir=backup_dir,
+        progress=progress,
     )
     return built, selection
 
@@ -442,7 +449,32 @@ def test_a_resumed_run_selects_the_uninterrupted_runs_best_epoch(tmp_path):
     )
     for mine, theirs in zip(resumed.model.get_weights(), full.model.get_weights()):
         np.testing.assert_allclose(mine, theirs, rtol=1e-10, atol=1e-12)
-    assert not (tmp_path / "b" / "best_epoch").exists()  # removed once training ended
+
+
+@pytest.mark.slow  # default suite: test_a_finished_backup_resumes_with_no_epoch_left
+def test_fitting_again_on_an_early_stopped_backup_trains_no_epoch(tmp_path):
+    """Early stopping ends training after epoch 3 of 5; the backup marks it as the last, so a
+    second fit on it (a kill before the run kept its result) runs no epoch and ends with the
+    selected epoch's weights, curve and the epochs' record of the first fit."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(140, 2))
+    y = np.sin(x[:, :1]) + 0.1 * rng.normal(size=(140, 1))
+    split = Split(x[:100], y[:100], x[100:120], y[100:120], x[120:], y[120:])
+    config = TrainConfig(epochs=5, batch_size=25, learning_rate=0.3, seed=4, patience=1)
+    backup, record = tmp_path / "backup", tmp_path / "progress.json"
+    first_progress = EpochProgress("m", stream=None, state_file=record)
+    first, (first_scorer, first_stopper) = _selection_run(
+        split, config, backup, progress=first_progress
+    )
+    assert first_stopper.stopped_epoch == 2 and len(first_progress.seconds) == 3  # the premise
+    progress = EpochProgress("m", stream=None, state_file=record)
+    again, (scorer, stopper) = _selection_run(split, config, backup, progress=progress)
+    assert progress.seconds == first_progress.seconds and progress.first_epoch == 0
+    assert progress.losses == first_progress.losses
+    assert (stopper.best_epoch, stopper.stopped_epoch) == (1, 2)
+    assert scorer.history == first_scorer.history
+    for mine, theirs in zip(again.model.get_weights(), first.model.get_weights()):
+        np.testing.assert_array_equal(mine, theirs)
 
 
 def test_the_selection_state_round_trips_through_its_files(tmp_path):
@@ -478,6 +510,56 @@ def test_the_selection_state_round_trips_through_its_files(tmp_path):
 
 
 # ------------------------------------------------------------ a kill after training
+class _Scores(tf_keras.callbacks.Callback):
+    """A validation curve that is best at epoch 1, in the logs as ``score``."""
+
+    values = [3.0, 2.0, 2.5, 2.6, 2.7, 2.8]
+
+    def __init__(self):
+        super().__init__()
+        self.history = []
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs["score"] = self.values[epoch]
+        self.history.append((epoch, self.values[epoch]))
+
+
+def test_a_finished_backup_resumes_with_no_epoch_left(tmp_path):
+    """``KeptBackup`` keeps its backup after ``fit`` and marks the epoch of an early stop as
+    the last: fitting again (a kill before the run kept its result) runs no epoch, and the
+    progress and the selection take their state from beside the backup, so the second fit
+    ends as the first did: the selected epoch's weights, its curve and the epochs' record."""
+    from avdgp.training.best_epoch import ResumableEarlyStopping
+    from avdgp.training.fit import KeptBackup
+
+    x = np.random.default_rng(0).normal(size=(32, 2))
+
+    def fit():
+        tf_keras.utils.set_random_seed(0)
+        model = tf_keras.Sequential([tf_keras.layers.Dense(1, input_shape=(2,))])
+        model.compile(tf_keras.optimizers.Adam(0.1), "mse")
+        progress = EpochProgress("m", stream=None, state_file=tmp_path / "progress.json")
+        scores = _Scores()
+        stopper = ResumableEarlyStopping(
+            tmp_path / "state", curve=scores, monitor="score", patience=1,
+            restore_best_weights=True,
+        )  # fmt: skip
+        callbacks = [progress, scores, stopper, KeptBackup(tmp_path / "backup")]
+        model.fit(x, x[:, :1], epochs=6, batch_size=8, verbose=0, callbacks=callbacks)
+        return model, progress, scores, stopper
+
+    model, progress, scores, stopper = fit()
+    assert stopper.stopped_epoch == 2 and len(progress.seconds) == 3  # stopped early
+    again, again_progress, again_scores, again_stopper = fit()
+    assert again_progress.seconds == progress.seconds  # no epoch ran: the first fit's record
+    assert (again_progress.losses, again_progress.first_epoch) == (progress.losses, 0)
+    assert (again_stopper.best_epoch, again_stopper.stopped_epoch) == (1, 2)
+    assert again_scores.history == scores.history
+    for mine, theirs in zip(again.get_weights(), model.get_weights()):
+        np.testing.assert_array_equal(mine, theirs)  # epoch 1's, not the backup's epoch 2
+    assert EpochProgress.finished(tmp_path / "progress.json")
+
+
 def _small_fit(data: Path, save: Path, *more: str) -> list[str]:
     return [
         "fit", data, "--rule", "ar2", "--layers", "2", "--hidden-dims", "2", "--inducing", "3,3",
@@ -486,80 +568,83 @@ def _small_fit(data: Path, save: Path, *more: str) -> list[str]:
     ]  # fmt: skip
 
 
-@pytest.mark.slow  # three fits through the command line
-def test_a_run_stopped_while_saving_resumes_without_training(capsys, tmp_path, rng, monkeypatch):
-    """Issue 47: training ended, then the final save failed (a kill, a full disk): the rerun
-    finds the ``trained`` checkpoint, trains no epoch, and saves the uninterrupted run's
-    result."""
-    from avdgp.experiments.running import skeleton
-
-    x = rng.normal(size=(120, 2))
-    data = tmp_path / "data.csv"
-    np.savetxt(data, np.column_stack([x, np.sin(x[:, 0])]), delimiter=",", header="a,b,y",
-               comments="")  # fmt: skip
-    assert run_cli(capsys, _small_fit(data, tmp_path / "full"))[0] == 0
-
-    def killed(*args, **kwargs):
-        raise KeyboardInterrupt  # as a kill inside save_run: run.json is never written
-
-    monkeypatch.setattr(skeleton, "save_run", killed)
-    assert run_cli(capsys, _small_fit(data, tmp_path / "run"))[0] != 0  # main reports it
-    assert (tmp_path / "run" / "trained" / "trained.json").is_file()
-    assert not (tmp_path / "run" / "backup").exists()  # Keras deleted it at the end of training
-    monkeypatch.undo()
-
-    status, out, err = run_cli(capsys, _small_fit(data, tmp_path / "run"))
-    assert status == 0, err
-    assert "had finished training; scoring and saving it" in err
-    assert "epoch 1/3" not in err and "epoch 3/3" not in err
-    assert not (tmp_path / "run" / "trained").exists()
+def _same_result(tmp_path: Path, full: str, continued: str) -> None:
+    """The runs in ``tmp_path / full`` and ``tmp_path / continued`` saved the same scores,
+    selection, weights and optimizer state."""
 
     def result(folder: str) -> dict:
         return json.loads((tmp_path / folder / "run.json").read_text())["result"]
 
-    full, continued = result("full"), result("run")
     for key in ("test", "final_train_loss", "stopped_epoch", "best_epoch", "val_nll_curve"):
-        assert continued[key] == full[key], key
+        assert result(continued)[key] == result(full)[key], key
     reloaded = {
         folder: gpflux_avdgp.load_model(tmp_path / folder / "model.keras")
-        for folder in ("full", "run")
+        for folder in (full, continued)
     }
-    for mine, theirs in zip(reloaded["run"].variables, reloaded["full"].variables):
+    for mine, theirs in zip(reloaded[continued].variables, reloaded[full].variables):
         np.testing.assert_array_equal(mine.numpy(), theirs.numpy())
     for mine, theirs in zip(
-        reloaded["run"].optimizer.variables(), reloaded["full"].optimizer.variables()
+        reloaded[continued].optimizer.variables(), reloaded[full].optimizer.variables()
     ):
         np.testing.assert_array_equal(mine.numpy(), theirs.numpy())
+    leftovers = {"backup", "best_epoch", "progress.json"} & {
+        path.name for path in (tmp_path / continued).iterdir()
+    }
+    assert not leftovers  # removed once run.json was written
 
 
-@pytest.mark.slow  # two fits through the command line
-def test_a_run_stopped_after_its_last_backup_is_refused_not_saved_wrong(
-    capsys, tmp_path, rng, monkeypatch
-):
-    """Stopped after the last epoch's backup and before the trained checkpoint: the rerun
-    would resume with no epoch left, without the best epoch's state or the epochs' record.
-    It is refused in one line naming the backup, not saved with the last epoch's weights."""
-    from helpers import assert_one_line_cli_error
+def _kill_after_training(capsys, monkeypatch, data: Path, save: Path, target, name: str):
+    """Run ``avdgp fit`` with ``target.name`` raising as a kill would there."""
 
-    from avdgp.experiments.running import skeleton
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
 
+    monkeypatch.setattr(target, name, killed)
+    assert run_cli(capsys, _small_fit(data, save))[0] != 0  # main reports it
+    monkeypatch.undo()
+    assert any((save / "backup").iterdir())  # the backup outlives training
+    assert not (save / "run.json").exists()
+
+
+@pytest.fixture
+def small_csv(tmp_path, rng) -> Path:
     x = rng.normal(size=(120, 2))
     data = tmp_path / "data.csv"
     np.savetxt(data, np.column_stack([x, np.sin(x[:, 0])]), delimiter=",", header="a,b,y",
                comments="")  # fmt: skip
+    return data
 
-    def killed(*args, **kwargs):
-        raise KeyboardInterrupt  # as a kill right after training
 
-    monkeypatch.setattr(
-        tf_keras.callbacks.BackupAndRestore, "on_train_end", lambda self, logs=None: None
-    )  # the backup of the last epoch stays, as when the kill comes before Keras deletes it
-    monkeypatch.setattr(skeleton, "write_trained", killed)
-    assert run_cli(capsys, _small_fit(data, tmp_path / "run"))[0] != 0
-    assert any((tmp_path / "run" / "backup").iterdir())
-    monkeypatch.undo()
-    status, out, err = run_cli(capsys, _small_fit(data, tmp_path / "run"))
-    resuming, refusal = err.strip().splitlines()  # the "resuming" line, then the refusal
-    assert "resuming the interrupted run" in resuming
-    assert_one_line_cli_error(status, out, refusal, "had finished its last epoch but was stopped")
-    assert not (tmp_path / "run" / "run.json").exists()
+@pytest.mark.slow  # three fits through the command line
+def test_a_run_stopped_while_saving_resumes_without_training(
+    capsys, tmp_path, small_csv, monkeypatch
+):
+    """Issue 47: training ended, then the final save failed (a kill, a full disk): the rerun
+    resumes from the backup with no epoch left, trains none, and saves the uninterrupted
+    run's result."""
+    from avdgp.experiments.running import skeleton
+
+    assert run_cli(capsys, _small_fit(small_csv, tmp_path / "full"))[0] == 0
+    _kill_after_training(capsys, monkeypatch, small_csv, tmp_path / "run", skeleton, "save_run")
+    status, out, err = run_cli(capsys, _small_fit(small_csv, tmp_path / "run"))
+    assert status == 0, err
+    assert "had finished training; scoring and saving it" in err
+    assert "epoch 1/3" not in err and "epoch 3/3" not in err
+    _same_result(tmp_path, "full", "run")
+
+
+@pytest.mark.slow  # two fits through the command line
+def test_a_run_stopped_right_after_its_last_backup_resumes_without_training(
+    capsys, tmp_path, small_csv, monkeypatch
+):
+    """Stopped after the last epoch's backup, before any callback's end of training (the
+    best epoch's weights not yet restored, the epochs' record not marked finished): the rerun
+    trains no epoch, restores the selected epoch from its state, and saves the uninterrupted
+    run's result (it was refused before, and earlier still it trained again from epoch 0)."""
+    assert run_cli(capsys, _small_fit(small_csv, tmp_path / "full"))[0] == 0
+    _kill_after_training(capsys, monkeypatch, small_csv, tmp_path / "run", EpochProgress,
+                         "on_train_end")  # fmt: skip
+    status, out, err = run_cli(capsys, _small_fit(small_csv, tmp_path / "run"))
+    assert status == 0, err
+    assert "resuming the interrupted run" in err and not re.search(r"epoch \d+/3", err)
+    _same_result(tmp_path, "full", "run")

@@ -133,6 +133,11 @@ def test_a_rerun_without_a_finished_epoch_says_it_trains_from_epoch_0(tmp_path):
     )
     (tmp_path / "run" / "backup" / "chief").mkdir(parents=True)
     assert prepare() == f"[avdgp-ar2p] resuming the interrupted run in {tmp_path / 'run'}\n"
+    (tmp_path / "run" / "progress.json").write_text('{"seconds": [1.0], "finished": true}')
+    assert prepare() == (
+        f"[avdgp-ar2p] the interrupted run in {tmp_path / 'run'} had finished training; "
+        "scoring and saving it\n"
+    )
 
 
 def test_a_full_disk_while_saving_ends_in_one_line_and_leaves_no_partial_model(tmp_path):

@@ -20,15 +20,15 @@ from avdgp.errors import UsageError
 from avdgp.experiments.zoo import BuiltModel, ModelSpec, Task, build_model
 from avdgp.training.config import TrainConfig, float_type
 from avdgp.training.distribute import barrier, is_chief, worker_save_dir
-from avdgp.training.fit import compile_with
 from avdgp.training.progress import EpochProgress
 from avdgp.training.record import DataColumns, RunRecord
-from avdgp.training.rundir import locks_save_dir, prepare_run_dir, remove_if_empty, save_run
-from avdgp.training.trained_checkpoint import (
-    TrainedState,
-    read_trained,
-    remove_trained,
-    write_trained,
+from avdgp.training.rundir import (
+    PROGRESS_FILE,
+    locks_save_dir,
+    prepare_run_dir,
+    remove_if_empty,
+    remove_training_state,
+    save_run,
 )
 from gpflux_avdgp.validation import check_choice
 
@@ -130,38 +130,22 @@ def run_on(
         num_train, _, _, width = data.sizes
         with scope:
             built = build_model(spec, width, num_train, inputs=inputs)
-        progress = EpochProgress(spec.label, stream=stream)
-        keeps_trained = save_dir is not None and strategy is None  # one process, one device
-        finished = None
-        if keeps_trained:
-            finished = read_trained(
-                Path(save_dir),
-                built.model,
-                lambda optimizer: compile_with(built, config, optimizer),
-            )
-        if finished is None:
-            trained = data.train(
-                built, config, progress=progress, backup_dir=backup_dir, strategy=strategy
-            )
-            if save_dir is not None and not progress.seconds:
-                raise UsageError(
-                    f"{save_dir}: the interrupted run had finished its last epoch but was "
-                    "stopped before it kept its result, and its backup cannot give the "
-                    f"selected epoch's weights or the epochs' record; delete {backup_dir} "
-                    "and run the same command again"
-                )  # resumed from a backup of the last epoch: no epoch ran in this process
-            if keeps_trained:  # before scoring and saving: a kill there loses no training
-                write_trained(Path(save_dir), built.model, _trained_state(progress, trained))
-        else:
-            trained = Trained(**finished.trained)
-            progress.seconds, progress.losses = finished.seconds, finished.losses
-            progress.first_epoch = finished.first_epoch
+        progress = EpochProgress(
+            spec.label,
+            stream=stream,
+            state_file=None if save_dir is None else Path(save_dir) / PROGRESS_FILE,
+        )
+        trained = data.train(
+            built, config, progress=progress, backup_dir=backup_dir, strategy=strategy
+        )
+        if save_dir is not None and not progress.seconds:
+            raise UsageError(
+                f"{save_dir}: the interrupted run had finished training, but the epochs' "
+                f"record ({PROGRESS_FILE}) is missing; delete {backup_dir} and run the same "
+                "command again"
+            )  # resumed from the backup of a finished training: no epoch ran in this process
         if strategy is not None:
             barrier(strategy)  # every worker has finished writing its backup
-        if backup_dir is not None:
-            remove_if_empty(backup_dir)  # BackupAndRestore empties it once training finished
-            if not chief and made_save_dir:
-                remove_if_empty(Path(save_dir))  # made by BackupAndRestore on this machine
         scored = data.score(built, task, standardizer, config, predict_batch_size)
         record = run_record(
             spec,
@@ -184,17 +168,12 @@ def run_on(
         if save_dir is not None:
             with worker_save_dir(Path(save_dir), strategy) as directory:
                 save_run(built, record, standardizer, directory, data_columns=data_columns)
-            remove_trained(Path(save_dir))
+            # kept until now: a kill while scoring or saving resumes with no epoch to train
+            if chief or made_save_dir:  # a worker's own folder, or the shared one once saved
+                remove_training_state(Path(save_dir))
+            if not chief and made_save_dir:
+                remove_if_empty(Path(save_dir))  # made by BackupAndRestore on this machine
     return record
-
-
-def _trained_state(progress: EpochProgress, trained: Trained) -> TrainedState:
-    return TrainedState(
-        seconds=list(progress.seconds),
-        losses=list(progress.losses),
-        first_epoch=progress.first_epoch,
-        trained=trained._asdict(),
-    )
 
 
 def run_record(
