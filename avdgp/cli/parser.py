@@ -306,14 +306,18 @@ def _add_uncertainty(commands) -> None:
         "uncertainty",
         help="how far each model's uncertainty can be trusted (resumable)",
         description="Train models on 1-D problems (std far from the data: 'far'; in a gap of "
-        "the data: 'gap') and on UCI sets under covariate shift (train below a quantile of one "
-        "input, test above it); writes uncertainty.csv, uncertainty.md, band and reliability "
-        "figures; finished runs are skipped when rerun.",
+        "the data: 'gap'; four functions with a gap and a far field: 'trend', 'kink', "
+        "'hetero', 'wiggle', or 'functions' for all four), a 2-D square with a hole ('hole') "
+        "and UCI sets under covariate shift (train below a quantile of one input, test above "
+        "it: NAME, NAME@COLUMN, NAME@pc1, or 'shifts' for the sweep of six sets); writes "
+        "uncertainty.csv, uncertainty.md, band and reliability figures; finished runs are "
+        "skipped when rerun.",
     )
     command.add_argument(
         "--problems",
         default="far,gap,concrete",
-        help="comma-separated: far, gap, UCI names or paths",
+        help="comma-separated: far, gap, trend, kink, hetero, wiggle, functions, hole, shifts, "
+        "UCI names or paths (NAME@COLUMN or NAME@pc1 picks the shifted input)",
     )
     command.add_argument(
         "--models",
@@ -330,6 +334,11 @@ def _add_uncertainty(commands) -> None:
     )
     command.add_argument(
         "--quantile", type=float, default=0.8, help="train below this quantile of it"
+    )
+    command.add_argument(
+        "--rows",
+        type=_positive_int,
+        help="at most this many rows of a UCI set, a random subset (default: all)",
     )
     command.add_argument("--data-root", help=DATA_ROOT_HELP)
     command.add_argument("--out", default="avdgp-uncertainty", help="output folder")

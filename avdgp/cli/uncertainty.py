@@ -32,6 +32,7 @@ def uncertainty_command(args) -> int:
         column=args.column,
         quantile=args.quantile,
         data_root=args.data_root,
+        rows=args.rows,
     )
     run_uncertainty(settings, args.out, stream=progress_stream(args))
     report = summarise_uncertainty(args.out, [model_label(name) for name in models])

@@ -13,6 +13,7 @@ from typing import Sequence
 import numpy as np
 
 from avdgp.experiments.plots import _figure
+from avdgp.experiments.uncertainty.problems import DOMAIN, FUNCTIONS, GAP
 from avdgp.experiments.uncertainty.run import CALIBRATION_LEVELS, RESULTS_FILE, band_file, read_rows
 
 __all__ = ["summarise_uncertainty"]
@@ -32,6 +33,23 @@ GAP_COLUMNS = (
     ("gap_coverage", "truth inside 95 % band"),
     ("gap_std", "std in the gap"),
     ("coverage_95_in", "95 % coverage in data"),
+)
+FUNCTION_COLUMNS = (
+    ("gap_f_coverage", "truth in the 95 % band of f, gap"),
+    ("gap_nll", "NLL of y in the gap"),
+    ("gap_std_ratio", "std gap / in"),
+    ("far_ratio_0.5", "std 0.5 widths out / in"),
+    ("far_ratio_1", "1 width out / in"),
+    ("far_ratio_3", "3 widths out / in"),
+    ("beyond_coverage_95", "95 % coverage of y, 0-0.5 widths out"),
+    ("coverage_50_in/coverage_80_in/coverage_95_in", "50 / 80 / 95 % coverage in data"),
+)
+HOLE_COLUMNS = (
+    ("hole_f_coverage", "truth in the 95 % band of f, hole"),
+    ("hole_nll", "NLL of y in the hole"),
+    ("hole_std_ratio", "std hole / in"),
+    ("hole_rmse", "RMSE in the hole"),
+    ("coverage_50_in/coverage_80_in/coverage_95_in", "50 / 80 / 95 % coverage in data"),
 )
 SHIFT_COLUMNS = (
     ("nll_in/nll_shift", "NLL in / shifted"),
@@ -82,12 +100,16 @@ def plot_bands(out: Path, problem: str, models: Sequence[str], seed: int = 0) ->
     for axis, (model, file) in zip(axes, files):
         band = np.load(file)
         x = band["x"]
-        data = [(-2.0, 2.0)] if problem == "far" else [(-2.0, -0.5), (0.5, 2.0)]
+        if problem in FUNCTIONS:
+            data, truth = [(DOMAIN[0], GAP[0]), (GAP[1], DOMAIN[1])], FUNCTIONS[problem][0](x)
+        else:
+            data = [(-2.0, 2.0)] if problem == "far" else [(-2.0, -0.5), (0.5, 2.0)]
+            truth = np.sin(3.0 * x)
         for low, high in data:
             axis.axvspan(low, high, color="0.92", lw=0)
         axis.fill_between(x, band["lower"], band["upper"], color="C0", alpha=0.3, lw=0)
         axis.plot(x, band["mean"], color="C0", lw=1.2)
-        axis.plot(x, np.sin(3.0 * x), color="k", lw=0.8, ls="--")
+        axis.plot(x, truth, color="k", lw=0.8, ls="--")
         axis.set_title(model, fontsize=9)
         axis.set_ylim(-3.5, 3.5)
     for axis in axes[(rows - 1) * columns :]:
@@ -132,9 +154,13 @@ def summarise_uncertainty(out_dir: Path | str, models: Sequence[str]) -> Path:
     for problem in dict.fromkeys(row["problem"] for row in rows):
         chosen = [row for row in rows if row["problem"] == problem]
         shown = [m for m in models if any(r["model"] == m for r in chosen)]
-        columns = {"far": FAR_COLUMNS, "gap": GAP_COLUMNS}.get(problem, SHIFT_COLUMNS)
+        columns = {"far": FAR_COLUMNS, "gap": GAP_COLUMNS, "hole": HOLE_COLUMNS}.get(
+            problem, FUNCTION_COLUMNS if problem in FUNCTIONS else SHIFT_COLUMNS
+        )
         lines += [f"## {problem}", ""] + _table(chosen, shown, columns) + [""]
-        if problem in ("far", "gap"):
+        if problem == "hole":
+            figure = None
+        elif problem in ("far", "gap") or problem in FUNCTIONS:
             figure = plot_bands(out, problem, shown)
         else:
             figure = plot_reliability(out, problem, chosen, shown)

@@ -36,12 +36,23 @@ from avdgp.data import Split, Standardizer
 from avdgp.experiments.bench.run import _load
 from avdgp.experiments.running.runner import SplitData, standardise_split
 from avdgp.experiments.running.skeleton import Scored, run_on
+from avdgp.experiments.uncertainty.problems import (
+    FUNCTIONS,
+    SHIFT_MARK,
+    function_scores,
+    function_split,
+    hole_scores,
+    hole_split,
+    principal_component,
+    spread_columns,
+)
 from avdgp.experiments.zoo import ModelSpec, model_label, parse_model_name, split_design
 from avdgp.training import TrainConfig, TrainingDiverged
 from gpflux_avdgp.prediction import PredictiveMixture, predict_mixture
 
 __all__ = [
     "LEVELS",
+    "expand_problems",
     "ONE_D_PROBLEMS",
     "UncertaintySettings",
     "band_file",
@@ -51,6 +62,11 @@ __all__ = [
 ]
 
 ONE_D_PROBLEMS = ("far", "gap")
+#: ``--problems`` shorthands: the four 1-D functions; every shift of :data:`SHIFT_SETS`.
+FUNCTIONS_ALIAS, SHIFTS_ALIAS = "functions", "shifts"
+#: UCI sets of the shift sweep: each shifted along its three most spread inputs and its first
+#: principal component (``NAME@COLUMN``, ``NAME@pc1``).
+SHIFT_SETS = ("concrete", "energy", "wine", "parkinsons", "kin40k", "elevators")
 #: Nominal levels of the central intervals whose coverage is reported.
 LEVELS = (0.5, 0.9, 0.95)
 #: Levels the miscalibration figure averages over, ``mean_l |coverage(l) - l|``, and the
@@ -81,6 +97,8 @@ class UncertaintySettings:
     column: int = 0
     quantile: float = 0.8
     data_root: Optional[str] = None
+    #: at most this many rows of a UCI set (a random subset, the same for every seed and model)
+    rows: Optional[int] = None
 
 
 def interval_scores(
@@ -128,16 +146,19 @@ def one_d_split(problem: str, seed: int) -> Split:
 
 
 def shift_split(
-    inputs: np.ndarray, targets: np.ndarray, *, column: int, quantile: float, seed: int
+    inputs: np.ndarray, targets: np.ndarray, *, column: int | str, quantile: float, seed: int
 ) -> tuple[Split, np.ndarray, np.ndarray]:
-    """Rows with ``inputs[:, column]`` at most its ``quantile`` split 8:1:1 (by ``seed``) into
-    train, validation and in-distribution test; the others are the shifted test rows.
+    """Rows with ``inputs[:, column]`` (``column="pc1"``: the first principal component,
+    :func:`~avdgp.experiments.uncertainty.problems.principal_component`) at most its
+    ``quantile`` split 8:1:1 (by ``seed``) into train, validation and in-distribution test; the
+    others are the shifted test rows.
 
     :returns: ``(split, x_shift, y_shift)``.
     :raises ValueError: if either side of the cut is empty.
     """
-    cut = np.quantile(inputs[:, column], quantile)
-    inside = inputs[:, column] <= cut
+    values = principal_component(inputs) if column == "pc1" else inputs[:, int(column)]
+    cut = np.quantile(values, quantile)
+    inside = values <= cut
     if inside.all() or not inside.any():
         raise ValueError(
             f"column {column}: its {quantile:g} quantile ({cut:g}) leaves no rows on one side"
@@ -153,9 +174,9 @@ class UncertaintyData(SplitData):
     """A run's standardised split plus the rows and points it is scored on beyond the test
     set: shifted rows (UCI problems) or the 1-D probes; :meth:`score` keeps the 1-D bands."""
 
-    def __init__(self, split: Split, problem: str, shifted: Optional[tuple] = None):
+    def __init__(self, split: Split, problem: str, shifted: Optional[tuple] = None, seed: int = 0):
         super().__init__(split)
-        self.problem, self.shifted, self.bands = problem, shifted, None
+        self.problem, self.shifted, self.bands, self.seed = problem, shifted, None, seed
 
     def score(self, built, task, standardizer, config, predict_batch_size) -> Scored:
         def predict(inputs) -> PredictiveMixture:
@@ -167,14 +188,25 @@ class UncertaintyData(SplitData):
             scores.update(interval_scores(y_shift, *_arrays(predict(x_shift)), "shift"))
         if self.problem in ONE_D_PROBLEMS:
             scores.update(self._one_d_scores(predict))
+        elif self.problem in FUNCTIONS or self.problem == "hole":
+
+            def arrays(inputs) -> tuple:
+                mixture = predict(inputs)
+                f = (mixture.f_means[..., 0], mixture.f_variances[..., 0])
+                return (mixture.weights, *f, *_arrays(mixture)[1:])
+
+            if self.problem == "hole":
+                scores.update(hole_scores(arrays, self.seed))
+            else:
+                scores.update(function_scores(self.problem, arrays, self.seed))
+                self.bands = _bands(predict(BAND_GRID[:, None]))
         return Scored(scores, None, None, 0.0)
 
     def _one_d_scores(self, predict) -> dict:
         grid = predict(BAND_GRID[:, None])
-        mean, variance = (moment[:, 0] for moment in grid.y_moments())
-        lower, upper = (bound[:, 0] for bound in grid.central_interval(0.95))
-        self.bands = {"x": BAND_GRID, "mean": mean, "lower": lower, "upper": upper}
-        std, truth = np.sqrt(variance), np.sin(3.0 * BAND_GRID)
+        self.bands = _bands(grid)
+        mean, lower, upper = self.bands["mean"], self.bands["lower"], self.bands["upper"]
+        std, truth = np.sqrt(grid.y_moments()[1][:, 0]), np.sin(3.0 * BAND_GRID)
         inside = np.abs(BAND_GRID) <= 2.0
         if self.problem == "far":
             probe_std = np.sqrt(predict(np.array(FAR_PROBES)[:, None]).y_moments()[1][:, 0])
@@ -192,6 +224,12 @@ class UncertaintyData(SplitData):
         }
 
 
+def _bands(grid: PredictiveMixture) -> dict:
+    """Mean and central 95 % interval of ``y`` on :data:`BAND_GRID`, for the figures."""
+    lower, upper = (bound[:, 0] for bound in grid.central_interval(0.95))
+    return {"x": BAND_GRID, "mean": grid.y_moments()[0][:, 0], "lower": lower, "upper": upper}
+
+
 def _arrays(prediction: PredictiveMixture) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``weights, means, variances`` ``[N, S]`` of a one-output prediction of ``y``."""
     return prediction.weights, prediction.y_means[..., 0], prediction.y_variances[..., 0]
@@ -204,11 +242,20 @@ def _problem_data(
     if problem in ONE_D_PROBLEMS:
         split = one_d_split(problem, seed)
         return UncertaintyData(split, problem), None, 1
-    dataset = _load(problem, settings.data_root, None)
+    if problem in FUNCTIONS:
+        return UncertaintyData(function_split(problem, seed), problem, seed=seed), None, 1
+    if problem == "hole":
+        return UncertaintyData(hole_split(seed), problem, seed=seed), None, 2
+    name, _, column = problem.partition(SHIFT_MARK)
+    dataset = _load(name, settings.data_root, None)
+    inputs, targets = dataset.inputs, dataset.targets
+    if settings.rows is not None and len(inputs) > settings.rows:
+        rows = np.sort(np.random.default_rng(0).permutation(len(inputs))[: settings.rows])
+        inputs, targets = inputs[rows], targets[rows]
     split, x_shift, y_shift = shift_split(
-        dataset.inputs,
-        dataset.targets,
-        column=settings.column,
+        inputs,
+        targets,
+        column=(column if column == "pc1" else int(column)) if column else settings.column,
         quantile=settings.quantile,
         seed=seed,
     )
@@ -262,9 +309,10 @@ def run_uncertainty(
     path = out / RESULTS_FILE
     done = {_key(row) for row in read_rows(path)}
     labels = list(dict.fromkeys(map(model_label, settings.models)))
-    runs = [(p, s, m) for p in settings.problems for s in settings.seeds for m in labels]
+    problems = expand_problems(settings.problems, settings.data_root)
+    runs = [(p, s, m) for p in problems for s in settings.seeds for m in labels]
     for count, (problem, seed, label) in enumerate(runs, 1):
-        name = Path(problem).name.split(".")[0]
+        name = _problem_name(problem)
         key = (name, label, seed, settings.epochs, settings.preset)
         if key in done:
             continue
@@ -276,7 +324,8 @@ def run_uncertainty(
         spec = ModelSpec(
             model=kind.value, rule=rule, seed=seed, preset=settings.preset, design=design
         )
-        rate = ONE_D_LEARNING_RATE if name in ONE_D_PROBLEMS else None
+        synthetic = name in ONE_D_PROBLEMS or name in FUNCTIONS or name == "hole"
+        rate = ONE_D_LEARNING_RATE if synthetic else None
         config = TrainConfig.from_preset(
             settings.preset, epochs=settings.epochs, seed=seed, learning_rate=rate
         )
@@ -293,3 +342,26 @@ def run_uncertainty(
         append_result(path, row)
         done.add(key)
     return path
+
+
+def _problem_name(problem: str) -> str:
+    """``concrete@3`` for ``path/to/concrete.csv@3``; other names as given."""
+    path, mark, column = problem.partition(SHIFT_MARK)
+    return Path(path).name.split(".")[0] + mark + column
+
+
+def expand_problems(problems: Sequence[str], data_root: Optional[str] = None) -> list[str]:
+    """``problems`` with :data:`FUNCTIONS_ALIAS` replaced by the 1-D functions and
+    :data:`SHIFTS_ALIAS` by ``NAME@COLUMN`` for the three most spread inputs and ``NAME@pc1``
+    of every set of :data:`SHIFT_SETS`."""
+    expanded = []
+    for problem in problems:
+        if problem == FUNCTIONS_ALIAS:
+            expanded += list(FUNCTIONS)
+        elif problem == SHIFTS_ALIAS:
+            for name in SHIFT_SETS:
+                columns = spread_columns(_load(name, data_root, None).inputs)
+                expanded += [f"{name}{SHIFT_MARK}{c}" for c in [*columns, "pc1"]]
+        else:
+            expanded.append(problem)
+    return list(dict.fromkeys(expanded))
