@@ -98,3 +98,24 @@ def test_the_shifted_inputs_skip_a_subject_number_and_pc1_follows_the_spread():
 
 def test_problem_shorthands_expand():
     assert expand_problems(["far", "functions", "kink"]) == ["far", *FUNCTIONS]
+
+
+def test_the_criteria_table_counts_runs_against_svgp_by_problem_and_seed():
+    from avdgp.experiments.uncertainty.report import criteria_table
+
+    def row(model, seed, **scores):
+        return {"problem": "kink", "model": model, "seed": str(seed), **scores}
+
+    rows = [
+        row("svgp", 0, gap_f_coverage="0.8", gap_nll="0.5", far_ratio_1="9"),
+        row("svgp", 1, gap_f_coverage="1.0", gap_nll="0.1", far_ratio_1="9"),
+        # seed 0: band 0.8 >= min(0.9, 0.8), NLL 0.8 <= 0.5 + 0.3; seed 1: band 0.95 > 0.9 but
+        # NLL 0.5 > 0.1 + 0.3, far/in 2.9 < 3
+        row("ours", 0, gap_f_coverage="0.8", gap_nll="0.8", far_ratio_1="3.0"),
+        row("ours", 1, gap_f_coverage="0.95", gap_nll="0.5", far_ratio_1="2.9"),
+        row("ours", 2, gap_f_coverage="0.0", gap_nll="9", far_ratio_1="0"),  # no SVGP run: skipped
+    ]
+    table = criteria_table(rows, ["ours", "svgp"])
+    ours = next(line for line in table if line.startswith("| ours"))
+    cells = [cell.strip() for cell in ours.strip("|").split("|")][1:]
+    assert cells[:3] == ["1 / 2", "2 / 2", "1 / 2"] and cells[3] == "-"

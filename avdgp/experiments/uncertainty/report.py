@@ -146,11 +146,76 @@ def plot_reliability(out: Path, problem: str, rows: list[dict], models: Sequence
     return path
 
 
+def _paired(rows: list[dict], model: str, reference: str) -> list[tuple[dict, dict]]:
+    """``(row of model, row of reference)`` for every (problem, seed) both ran."""
+    index = {(r["problem"], r["seed"]): r for r in rows if r["model"] == reference}
+    return [
+        (r, index[(r["problem"], r["seed"])])
+        for r in rows
+        if r["model"] == model and (r["problem"], r["seed"]) in index
+    ]
+
+
+def criteria_table(rows: list[dict], models: Sequence[str], reference: str = "svgp") -> list[str]:
+    """Issue 48's bars, as passed / tried (problem, seed) pairs per model: far/in std at one
+    data width >= 3; in the gap the truth inside the 95 % band of f on min(0.9, ``reference``'s)
+    and the NLL within ``reference``'s + 0.3; in the hole the band holding it on >= 0.9;
+    under shift, coverage within 0.02 of ``reference``'s or above and NLL within its + 0.05
+    or below, and NLL never above twice its; in data, the 95 % interval covering 0.92-0.98
+    and the 50 % one 0.45-0.60."""
+
+    def value(row: dict, key: str) -> float:
+        return float(row[key]) if row.get(key) not in ("", None) else float("nan")
+
+    checks = {
+        "far/in >= 3 at 1 width": lambda r, s: value(r, "far_ratio_1") >= 3.0,
+        "gap: band": lambda r, s: value(r, "gap_f_coverage")
+        >= min(0.9, value(s, "gap_f_coverage")),
+        "gap: NLL": lambda r, s: value(r, "gap_nll") <= value(s, "gap_nll") + 0.3,
+        "hole: band >= 0.9": lambda r, s: value(r, "hole_f_coverage") >= 0.9,
+        "shift: coverage and NLL": lambda r, s: value(r, "coverage_95_shift")
+        >= value(s, "coverage_95_shift") - 0.02
+        and value(r, "nll_shift") <= value(s, "nll_shift") + 0.05,
+        "shift: NLL <= 2x": lambda r, s: value(r, "nll_shift") <= 2.0 * abs(value(s, "nll_shift")),
+        "in data: 95 % in 0.92-0.98, 50 % in 0.45-0.60": lambda r, s: 0.92
+        <= value(r, "coverage_95_in")
+        <= 0.98
+        and 0.45 <= value(r, "coverage_50_in") <= 0.60,
+    }
+    needs = {
+        "far/in >= 3 at 1 width": "far_ratio_1",
+        "gap: band": "gap_f_coverage",
+        "gap: NLL": "gap_nll",
+        "hole: band >= 0.9": "hole_f_coverage",
+        "shift: coverage and NLL": "nll_shift",
+        "shift: NLL <= 2x": "nll_shift",
+        "in data: 95 % in 0.92-0.98, 50 % in 0.45-0.60": "coverage_95_in",
+    }
+    lines = [
+        f"| model | {' | '.join(checks)} |",
+        "|---|" + "---:|" * len(checks),
+    ]
+    for model in models:
+        pairs = _paired(rows, model, reference)
+        if not pairs:
+            continue
+        cells = []
+        for name, check in checks.items():
+            tried = [(r, s) for r, s in pairs if r.get(needs[name]) not in ("", None)]
+            passed = sum(bool(check(r, s)) for r, s in tried)
+            cells.append(f"{passed} / {len(tried)}" if tried else "-")
+        lines.append(f"| {model} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def summarise_uncertainty(out_dir: Path | str, models: Sequence[str]) -> Path:
     """Write ``uncertainty.md`` and the figures from ``uncertainty.csv``; return its path."""
     out = Path(out_dir)
     rows = [row for row in read_rows(out / RESULTS_FILE) if row.get("status") == "ok"]
     lines = ["# How far the uncertainty can be trusted", ""]
+    if any(row["model"] == "svgp" for row in rows):
+        lines += ["## Against SVGP, run by run (passed / tried)", ""]
+        lines += criteria_table(rows, models) + [""]
     for problem in dict.fromkeys(row["problem"] for row in rows):
         chosen = [row for row in rows if row["problem"] == problem]
         shown = [m for m in models if any(r["model"] == m for r in chosen)]
