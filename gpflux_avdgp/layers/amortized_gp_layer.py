@@ -356,9 +356,7 @@ class AmortizedGPLayer(MixtureLayer):
         # The name scopes group the ops in profiles (TensorBoard, benchmarks/profile_step.py).
         kernel = read_once(self.kernel)  # each parameter read once for all the uses below
         inducing, q_mu, q_sqrt = self.inference(amortization_input)  # Z [N, M, D]
-        if self.num_anchors and self.anchor_posterior:
-            self._anchor_weight(kernel, amortization_input, training)  # places the anchors
-        elif self.num_anchors:
+        if self.num_anchors:
             with tf.name_scope("prior_reversion"):
                 weight = self._anchor_weight(kernel, amortization_input, training)  # [N]
                 q_mu, q_sqrt = revert_to_prior(q_mu, q_sqrt, weight)
