@@ -32,23 +32,19 @@ __all__ = ["anchor_projections", "global_part", "orthogonal_covariances"]
 
 @check_shapes(
     "chol_cc: [K, K]",
-    "k_cz: [N, K, M]",
-    "k_cf: [N, K, P]",
+    "k_c: [K, N, W]",
     "return[0]: [N, K, M]",
     "return[1]: [N, K, P]",
 )
 def anchor_projections(
-    chol_cc: tf.Tensor, k_cz: tf.Tensor, k_cf: tf.Tensor
+    chol_cc: tf.Tensor, k_c: tf.Tensor, num_inducing: int
 ) -> tuple[tf.Tensor, tf.Tensor]:
-    """``(B_Z, B_F) = (L_C^{-1} K_CZ, L_C^{-1} K_CF)`` of each datapoint, by one triangular
+    """``(B_Z, B_F) = (L_C^{-1} K_CZ, L_C^{-1} K_CF)`` of each datapoint from ``k_c`` ``[K, N,
+    M + P]``, the anchors' covariances with each datapoint's ``[Z; F]``, by one triangular
     solve with all datapoints' columns side by side."""
-    count, batch = tf.shape(k_cz)[1], tf.shape(k_cz)[0]
-    num_inducing = tf.shape(k_cz)[2]
-    both = tf.concat([k_cz, k_cf], axis=-1)  # [N, K, M + P]
-    width = tf.shape(both)[-1]
-    columns = tf.reshape(tf.transpose(both, [1, 0, 2]), [count, -1])  # [K, N (M + P)]
-    projected = tf.linalg.triangular_solve(chol_cc, columns, lower=True)
-    projected = tf.transpose(tf.reshape(projected, [count, batch, width]), [1, 0, 2])
+    shape = tf.shape(k_c)
+    projected = tf.linalg.triangular_solve(chol_cc, tf.reshape(k_c, [shape[0], -1]), lower=True)
+    projected = tf.transpose(tf.reshape(projected, shape), [1, 0, 2])  # [N, K, M + P]
     return projected[..., :num_inducing], projected[..., num_inducing:]
 
 
@@ -84,9 +80,11 @@ def global_part(b_f: tf.Tensor, q_mu: tf.Tensor, q_sqrt: tf.Tensor) -> tuple[tf.
 
     :param q_sqrt: ``[Q, K]`` (standard deviations) or ``[Q, K, K]`` (lower triangular).
     """
-    mean = tf.einsum("nkp,kq->npq", b_f, q_mu)
+    mean = tf.linalg.matmul(b_f, q_mu, transpose_a=True)  # [N, P, Q]
     if q_sqrt.shape.rank == 2:
-        var = tf.einsum("nkp,qk->npq", tf.square(b_f), tf.square(q_sqrt))
+        var = tf.linalg.matmul(
+            tf.square(b_f), tf.square(q_sqrt), transpose_a=True, transpose_b=True
+        )
     else:
         factor = tf.einsum("qkj,nkp->nqjp", q_sqrt, b_f)  # R^T B, [N, Q, K, P]
         var = tf.transpose(tf.reduce_sum(tf.square(factor), axis=-2), [0, 2, 1])

@@ -13,7 +13,7 @@ from gpflow.keras import tf_keras
 from ..core.anchors import anchor_weight, revert_to_prior, spread_rows
 from ..core.cholesky import jittered_cholesky
 from ..core.conditionals import amortized_conditional, amortized_kl
-from ..core.covariances import gram_against, pointwise_covariances
+from ..core.covariances import pointwise_covariances
 from ..core.orthogonal import anchor_projections, global_part, orthogonal_covariances
 from ..core.parameters import read_once
 from ..gpflow_config import gpflow_float, module_from_config, module_to_config
@@ -282,15 +282,16 @@ class AmortizedGPLayer(MixtureLayer):
                     initializer=_identities if self.full_rank else tf_keras.initializers.Ones(),
                 )  # R_C [Q, K, K] (lower triangle used) or [Q, K]
 
-    def _orthogonal(self, kernel, kuu, kuf, kff) -> tuple:
+    def _orthogonal(self, kernel, points, kuu, kuf, kff) -> tuple:
         """``(C_ZZ, C_ZF, c_FF, B_F)``: the covariances of the part orthogonal to the anchors
-        and the anchors' projections of the locations (:mod:`gpflux_avdgp.core.orthogonal`),
-        from the covariances of ``[Z; C]``: ``[N, M + K, M + K]``, ``[N, M + K, P]``."""
-        m = self.num_inducing
-        kcc = gram_against(kernel, self.anchors, self.anchors[:0])  # [K, K], once
-        chol_cc = jittered_cholesky(kcc[None])[0]
-        b_z, b_f = anchor_projections(chol_cc, kuu[:, m:, :m], kuf[:, m:])
-        c_uu, c_uf, c_ff = orthogonal_covariances(kuu[:, :m, :m], kuf[:, :m], kff, b_z, b_f)
+        and the anchors' projections of the locations (:mod:`gpflux_avdgp.core.orthogonal`);
+        ``points`` ``[N, M + P, D]`` are each datapoint's ``[Z; F]``."""
+        shape = tf.shape(points)
+        k_c = kernel(self.anchors, tf.reshape(points, [-1, shape[-1]]))  # [K, N (M + P)]
+        k_c = tf.reshape(k_c, [self.num_anchors, shape[0], shape[1]])
+        chol_cc = jittered_cholesky(kernel(self.anchors)[None])[0]  # [K, K], once
+        b_z, b_f = anchor_projections(chol_cc, k_c, self.num_inducing)
+        c_uu, c_uf, c_ff = orthogonal_covariances(kuu, kuf, kff, b_z, b_f)
         return c_uu, c_uf, c_ff, b_f
 
     def _anchor_weight(
@@ -364,20 +365,16 @@ class AmortizedGPLayer(MixtureLayer):
                 weight = self._anchor_weight(kernel, amortization_input, training)  # [N]
                 q_mu, q_sqrt = revert_to_prior(q_mu, q_sqrt, weight)
         with tf.name_scope("covariances"):
-            rows = inducing
-            if self.anchor_posterior:  # the anchors' covariances in the same evaluation as Z's
-                anchors = tf.broadcast_to(
-                    self.anchors, [tf.shape(inducing)[0], *self.anchors.shape]
-                )
-                rows = tf.concat([inducing, anchors], axis=1)  # [N, M + K, D]
-            factored = self._factored(kernel, rows, None if per_sample else shared)
+            factored = self._factored(kernel, inducing, None if per_sample else shared)
             if factored is None:
-                kuu, kuf, kff = pointwise_covariances(kernel, rows, locations)
+                kuu, kuf, kff = pointwise_covariances(kernel, inducing, locations)
                 mean_at_locations = self._mean_at(locations)
             else:  # F [B, S, D] is never formed (graphs prune it)
                 kuu, kuf, kff, mean_at_locations = factored
             if self.anchor_posterior:
-                kuu, kuf, kff, b_f = self._orthogonal(kernel, kuu, kuf, kff)
+                kuu, kuf, kff, b_f = self._orthogonal(
+                    kernel, tf.concat([inducing, locations], axis=1), kuu, kuf, kff
+                )
         with tf.name_scope("cholesky"):
             chol_kuu = jittered_cholesky(kuu)  # [N, M, M], relative and adaptive jitter
         with tf.name_scope("conditional"):

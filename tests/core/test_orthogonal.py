@@ -36,7 +36,8 @@ def test_the_marginal_is_the_sum_of_the_global_and_the_orthogonal_parts(full_ran
     chol_cc = jittered_cholesky(kernel.K(anchors)[None])[0]
     k_cz = np.stack([_se(anchors, z, lengthscale, variance) for z in inducing])
     k_cf = np.stack([_se(anchors, f, lengthscale, variance) for f in locations])
-    b_z, b_f = anchor_projections(chol_cc, k_cz, k_cf)
+    k_c = np.concatenate([k_cz, k_cf], axis=-1).transpose(1, 0, 2)  # [K, N, M + P]
+    b_z, b_f = anchor_projections(chol_cc, k_c, m)
     kuu = np.stack([_se(z, z, lengthscale, variance) for z in inducing])
     kuf = np.stack([_se(z, f, lengthscale, variance) for z, f in zip(inducing, locations)])
     kff = np.full((n, p), variance)
@@ -84,8 +85,8 @@ def test_far_from_the_anchors_the_orthogonal_part_is_the_whole_prior():
     chol_cc = jittered_cholesky(kernel.K(anchors)[None])[0]
 
     def projections(points):
-        k_c = kernel.K(anchors, points)[None]  # [1, K, P]
-        return anchor_projections(chol_cc, k_c, k_c)
+        k_c = kernel.K(anchors, points).numpy()[:, None]  # [K, 1, P]
+        return anchor_projections(chol_cc, np.concatenate([k_c, k_c], axis=-1), len(points))
 
     _, b_f = projections(np.full((2, 1), 20.0))
     assert np.abs(b_f.numpy()).max() < 1e-30
