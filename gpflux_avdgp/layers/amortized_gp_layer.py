@@ -14,6 +14,7 @@ from ..core.anchors import anchor_weight, revert_to_prior, spread_rows
 from ..core.cholesky import jittered_cholesky
 from ..core.conditionals import amortized_conditional, amortized_kl
 from ..core.covariances import pointwise_covariances
+from ..core.orthogonal import anchor_projections, global_part, orthogonal_covariances
 from ..core.parameters import read_once
 from ..gpflow_config import gpflow_float, module_from_config, module_to_config
 from ..kernels import (
@@ -164,6 +165,7 @@ class AmortizedGPLayer(MixtureLayer):
         hidden_layers: int = 2,
         kl_convention: str | KLConvention = KLConvention.PAPER,
         num_anchors: int = 0,
+        anchor_posterior: bool = False,
         rule: str | PropagationRule = PropagationRule.AR2P,
         num_points: Optional[int] = None,
         num_train_samples: Optional[int] = None,
@@ -198,6 +200,14 @@ class AmortizedGPLayer(MixtureLayer):
                 f"num_anchors: prior reversion acts on the whitened q(u); pass whiten=True with "
                 f"num_anchors={self.num_anchors}, or num_anchors=0"
             )
+        if not isinstance(anchor_posterior, bool):
+            raise TypeError(f"anchor_posterior: expected a bool, got {anchor_posterior!r}")
+        if anchor_posterior and not (self.num_anchors and self.num_data):
+            raise ValueError(
+                "anchor_posterior: the anchors' global posterior needs num_anchors > 0 and "
+                "num_data (its KL is counted once per data set)"
+            )
+        self.anchor_posterior = anchor_posterior
         if not isinstance(kernel, gpflow.kernels.Kernel):
             make_kernel(kernel, 1, ard=False)  # validates the name now, not at build
         if not isinstance(mean_function, gpflow.mean_functions.MeanFunction):
@@ -259,6 +269,30 @@ class AmortizedGPLayer(MixtureLayer):
                 trainable=False,
                 aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
             )  # 0 until the anchors are placed
+            if self.anchor_posterior:
+                self.anchor_q_mu = self.add_weight(
+                    name="anchor_q_mu",
+                    shape=(self.num_anchors, self.units),
+                    initializer=tf_keras.initializers.Zeros(),
+                )  # m_C [K, Q], whitened
+                shape = (self.units, self.num_anchors)
+                self.anchor_q_sqrt = self.add_weight(
+                    name="anchor_q_sqrt",
+                    shape=shape + (self.num_anchors,) if self.full_rank else shape,
+                    initializer=_identities if self.full_rank else tf_keras.initializers.Ones(),
+                )  # R_C [Q, K, K] (lower triangle used) or [Q, K]
+
+    def _orthogonal(self, kernel, points, kuu, kuf, kff) -> tuple:
+        """``(C_ZZ, C_ZF, c_FF, B_F)``: the covariances of the part orthogonal to the anchors
+        and the anchors' projections of the locations (:mod:`gpflux_avdgp.core.orthogonal`);
+        ``points`` ``[N, M + P, D]`` are each datapoint's ``[Z; F]``."""
+        shape = tf.shape(points)
+        k_c = kernel(self.anchors, tf.reshape(points, [-1, shape[-1]]))  # [K, N (M + P)]
+        k_c = tf.reshape(k_c, [self.num_anchors, shape[0], shape[1]])
+        chol_cc = jittered_cholesky(kernel(self.anchors)[None])[0]  # [K, K], once
+        b_z, b_f = anchor_projections(chol_cc, k_c, self.num_inducing)
+        c_uu, c_uf, c_ff = orthogonal_covariances(kuu, kuf, kff, b_z, b_f)
+        return c_uu, c_uf, c_ff, b_f
 
     def _anchor_weight(
         self, kernel: gpflow.kernels.Kernel, amortization_input: tf.Tensor, training: bool
@@ -337,6 +371,10 @@ class AmortizedGPLayer(MixtureLayer):
                 mean_at_locations = self._mean_at(locations)
             else:  # F [B, S, D] is never formed (graphs prune it)
                 kuu, kuf, kff, mean_at_locations = factored
+            if self.anchor_posterior:
+                kuu, kuf, kff, b_f = self._orthogonal(
+                    kernel, tf.concat([inducing, locations], axis=1), kuu, kuf, kff
+                )
         with tf.name_scope("cholesky"):
             chol_kuu = jittered_cholesky(kuu)  # [N, M, M], relative and adaptive jitter
         with tf.name_scope("conditional"):
@@ -348,6 +386,9 @@ class AmortizedGPLayer(MixtureLayer):
                 chol_kuu, kuf, kff, q_mu_centred, q_sqrt, whiten=self.whiten
             )  # [N, P, Q]
             mean += mean_at_locations
+            if self.anchor_posterior:
+                global_mean, global_var = global_part(b_f, self.anchor_q_mu, self._anchor_sqrt())
+                mean, var = mean + global_mean, var + global_var
         with tf.name_scope("kl"):
             kl = amortized_kl(chol_kuu, q_mu_centred, q_sqrt, whiten=self.whiten)  # [N]
 
@@ -358,7 +399,17 @@ class AmortizedGPLayer(MixtureLayer):
         loss_term = tf.reduce_mean(kl)
         if self.kl_convention is KLConvention.PAPER:
             loss_term = loss_term / tf.cast(self.num_data, loss_term.dtype)
+        if self.anchor_posterior:  # the global KL once per data set
+            sqrt = self._anchor_sqrt()
+            eye = tf.eye(self.num_anchors, batch_shape=[1], dtype=sqrt.dtype)  # unused: whitened
+            global_kl = amortized_kl(eye, self.anchor_q_mu[None], sqrt[None], whiten=True)[0]
+            loss_term += global_kl / tf.cast(self.num_data, loss_term.dtype)
         return mean, var, loss_term
+
+    def _anchor_sqrt(self) -> tf.Tensor:
+        if self.full_rank:
+            return tf.linalg.band_part(self.anchor_q_sqrt, -1, 0)
+        return self.anchor_q_sqrt
 
     def get_config(self) -> dict:
         config = super().get_config()
@@ -376,6 +427,7 @@ class AmortizedGPLayer(MixtureLayer):
             hidden_layers=self.hidden_layers,
             kl_convention=self.kl_convention.value,
             num_anchors=self.num_anchors,
+            anchor_posterior=self.anchor_posterior,
         )
         return config
 
@@ -389,3 +441,8 @@ class AmortizedGPLayer(MixtureLayer):
         if isinstance(config.get("mean_function"), dict):
             config["mean_function"] = module_from_config(config["mean_function"], "mean_function")
         return cls(**config)
+
+
+def _identities(shape, dtype=None):
+    """``[Q, K, K]`` identity matrices: the anchors' whitened posterior starts at the prior."""
+    return tf.eye(shape[-1], batch_shape=shape[:-2], dtype=dtype)

@@ -107,7 +107,10 @@ def build_avdgp(
                 seed=None if seed is None else seed + index,
                 name=f"gp_layer_{index + 1}",
                 **_own_modules(
-                    _layer_kwargs(layer_kwargs, hidden_mean_function, index < len(units) - 1),
+                    _per_layer(
+                        _layer_kwargs(layer_kwargs, hidden_mean_function, index < len(units) - 1),
+                        index,
+                    ),
                     copy=index > 0,
                 ),
             )
@@ -121,6 +124,14 @@ def _layer_kwargs(layer_kwargs: dict, hidden_mean_function, hidden: bool) -> dic
     when one is given."""
     if hidden and hidden_mean_function is not None:
         return {**layer_kwargs, "mean_function": hidden_mean_function}
+    return layer_kwargs
+
+
+def _per_layer(layer_kwargs: dict, index: int) -> dict:
+    """PROTOTYPE: an ``anchor_posterior`` given per layer (a tuple) picks this layer's."""
+    choice = layer_kwargs.get("anchor_posterior")
+    if isinstance(choice, (tuple, list)):
+        return {**layer_kwargs, "anchor_posterior": bool(choice[index])}
     return layer_kwargs
 
 
