@@ -55,6 +55,9 @@ def build_avdgp(
         default 1 for AR1 (the paper: "S can be as small as 1 when we train with stochastic
         gradient optimizers"), ``S`` for AR2. AR2P has no samples.
     :param name: the model's name.
+    :param anchor_posterior: in ``layer_kwargs``, a flag for every layer or a sequence with
+        one flag per layer (e.g. ``(True, False, False)``): anchors with a global posterior
+        (:class:`AmortizedGPLayer`).
     :param preset: ``"default"`` or ``"paper"``: layer options from
         :func:`gpflux_avdgp.presets.layer_options` (the paper: inducing points start as noisy
         copies of the input, ``inducing_init="input"``); ``layer_kwargs`` override them.
@@ -96,6 +99,11 @@ def build_avdgp(
     layers: list[tf_keras.layers.Layer] = [
         tf_keras.Input((input_dim,), dtype=gpflow.default_float())
     ]
+    flags = layer_kwargs.get("anchor_posterior")
+    if isinstance(flags, (tuple, list)) and len(flags) != len(units):
+        raise ValueError(
+            f"anchor_posterior: expected one flag per layer ({len(units)}), got {len(flags)}"
+        )
     for index, (width, inducing) in enumerate(zip(units, num_inducing)):
         layers.append(
             AmortizedGPLayer(
@@ -128,10 +136,11 @@ def _layer_kwargs(layer_kwargs: dict, hidden_mean_function, hidden: bool) -> dic
 
 
 def _per_layer(layer_kwargs: dict, index: int) -> dict:
-    """PROTOTYPE: an ``anchor_posterior`` given per layer (a tuple) picks this layer's."""
+    """``layer_kwargs`` of layer ``index``: an ``anchor_posterior`` given as one flag per layer
+    picks this layer's."""
     choice = layer_kwargs.get("anchor_posterior")
     if isinstance(choice, (tuple, list)):
-        return {**layer_kwargs, "anchor_posterior": bool(choice[index])}
+        return {**layer_kwargs, "anchor_posterior": choice[index]}
     return layer_kwargs
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import gpflow
 import numpy as np
 import pytest
 from scipy import stats
@@ -105,6 +106,9 @@ def test_design_names():
         "linear-hidden",
         "global-last",
         "linear-hidden-global-last",
+        "anchor-posterior",
+        "anchor-posterior-first",
+        "anchor-posterior-last",
     }
     with pytest.raises(ValueError, match="expected a design in"):
         split_design("avdgp-ar2p:fast")
@@ -134,3 +138,22 @@ def test_global_last_designs_end_with_a_gpflux_layer_of_global_points(design, an
     assert isinstance(last, SigmaPointGPLayer)
     assert last.gp_layer.inducing_variable.inducing_variable.Z.shape == (32, 4)
     assert [layer.num_anchors for layer in hidden] == [anchors] * 2
+
+
+@pytest.mark.parametrize(
+    "design, flags",
+    [
+        ("anchor-posterior", [True, True, True]),
+        ("anchor-posterior-first", [True, False, False]),
+        ("anchor-posterior-last", [False, False, True]),
+    ],
+)
+def test_anchor_posterior_designs_choose_their_layers(design, flags):
+    assert [layer.anchor_posterior for layer in _gp_layers(design)] == flags
+
+
+def test_one_anchor_posterior_flag_per_layer_or_a_refusal():
+    from gpflux_avdgp import build_avdgp
+
+    with pytest.raises(ValueError, match=r"anchor_posterior: expected one flag per layer \(2\)"):
+        build_avdgp(1, [2, 1], 3, 10, gpflow.likelihoods.Gaussian(), anchor_posterior=(True,))

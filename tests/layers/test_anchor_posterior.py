@@ -90,3 +90,21 @@ def test_the_anchor_posterior_needs_anchors_and_num_data_and_is_saved():
     assert layer.get_config()["anchor_posterior"] is True
     again = gpflux_avdgp.AmortizedGPLayer.from_config(layer.get_config())
     assert again.anchor_posterior
+
+
+def test_a_model_with_anchor_posteriors_saves_and_reloads_its_predictions(rng, tmp_path):
+    x = rng.normal(size=(64, 2))
+    y = np.sin(x[:, :1])
+    model = gpflux_avdgp.build_avdgp(
+        2, [2, 1], 3, 64, gpflow.likelihoods.Gaussian(0.1), num_points=4, seed=0,
+        anchor_posterior=True,
+    )  # fmt: skip
+    model.compile(tf_keras.optimizers.Adam(0.01))
+    model.fit(x, y, epochs=1, batch_size=32, verbose=0)
+    assert all(layer.anchor_posterior for layer in model.layers[:-1])
+    model.save(tmp_path / "model.keras")
+    again = gpflux_avdgp.load_model(tmp_path / "model.keras")
+    want = gpflux_avdgp.predict_mixture(model, x[:5]).f_moments()
+    got = gpflux_avdgp.predict_mixture(again, x[:5]).f_moments()
+    for mine, theirs in zip(got, want):
+        np.testing.assert_allclose(mine, theirs, rtol=1e-12)

@@ -94,9 +94,9 @@ DESIGNS = {
     "linear-hidden": {"whiten": False, "num_anchors": 0},
     # the default's hidden layers, then a GPflux GPLayer with 32 global inducing points last
     "global-last": {"global_last": 32},
-    # anchors with a global posterior: SOLVE-GP with an amortized second set (no reversion)
+    # anchors with a global posterior (SOLVE-GP with an amortized second set) in every layer,
+    # in the first or in the last of three
     "anchor-posterior": {"anchor_posterior": True},
-    "anchor-posterior-64": {"anchor_posterior": True, "num_anchors": 64},
     "anchor-posterior-first": {"anchor_posterior": (True, False, False)},
     "anchor-posterior-last": {"anchor_posterior": (False, False, True)},
     # the same without prior reversion in the amortized hidden layers
