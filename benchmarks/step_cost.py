@@ -42,7 +42,9 @@ import time
 from pathlib import Path
 
 DATA_ROOT = Path(os.environ.get("AVDGP_DATA_ROOT", Path(__file__).parents[2] / "shared/data/uci"))
-MODELS = ("avdgp", "avdgp-paper", "mlp", "dsdgp")
+MODELS = (
+    "avdgp", "avdgp-paper", "avdgp-anchor-posterior", "avdgp-anchor-posterior-last", "mlp", "dsdgp"
+)  # fmt: skip
 #: ``model:optimizer`` run by default: Keras' Adam, or the package's FlatAdam (what ``avdgp``
 #: trains with), for both AVDGPs and the MLP.
 CONFIGURATIONS = (
@@ -182,12 +184,16 @@ def build(name: str, x, num_data: int):
         )
         loss = "mse"
     else:
-        kind, preset = {
-            "avdgp": ("avdgp", "default"),
-            "avdgp-paper": ("avdgp", "paper"),
-            "dsdgp": ("dsdgp", "default"),
+        kind, preset, design = {
+            "avdgp": ("avdgp", "default", None),
+            "avdgp-paper": ("avdgp", "paper", None),
+            "avdgp-anchor-posterior": ("avdgp", "default", "anchor-posterior"),
+            "avdgp-anchor-posterior-last": ("avdgp", "default", "anchor-posterior-last"),
+            "dsdgp": ("dsdgp", "default", None),
         }[name]
-        spec = ModelSpec(model=kind, rule="ar2p", num_layers=3, seed=0, preset=preset)
+        spec = ModelSpec(
+            model=kind, rule="ar2p", num_layers=3, seed=0, preset=preset, design=design
+        )
         built = build_model(spec, x.shape[1], num_data, inputs=x[:10000])
         model, loss = built.model, built.loss
     return model, loss

@@ -63,6 +63,7 @@ exclude_patterns = [
     "experiments/bench/tables.md",
     "experiments/bench100/tables.md",
     "experiments/uncertainty/uncertainty.md",  # tables quoted by uncertainty.md
+    "experiments/uncertainty_hard/uncertainty.md",  # the same, for the harder benchmark
     "experiments/paper/**",  # included by experiments/paper.md
 ]
 
