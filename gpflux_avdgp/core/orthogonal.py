@@ -3,14 +3,14 @@
 The prior GP splits into two independent parts, ``f = f_C + f_perp`` (Shi, Titsias and Mnih,
 2020): ``f_C(x) = k(x, C) K_CC^{-1} u_C`` is spanned by the ``K`` global anchors ``C`` and gets
 a global whitened posterior ``q(v_C) = N(m_C, R_C R_C^T)`` (``u_C = L_C v_C``, ``L_C =
-chol(K_CC)``); ``f_perp`` is the orthogonal rest, a GP with kernel
+chol(K_CC)``); ``f_perp`` is the orthogonal rest, a GP with kernel::
 
     c(x, x') = k(x, x') - k(x, C) K_CC^{-1} k(C, x'),
 
 whose values at each datapoint's own inducing points ``Z`` get the amortized whitened posterior
 ``q(v) = N(m, S)`` (``u_perp = chol(C_ZZ) v``). With ``B_Z = L_C^{-1} K_CZ`` and ``B_F =
 L_C^{-1} K_CF`` the orthogonal covariances are ``C_ZZ = K_ZZ - B_Z^T B_Z``, ``C_ZF = K_ZF -
-B_Z^T B_F`` and ``c_FF = k_FF - |B_F|^2``, and the marginal of ``f`` at ``F`` is
+B_Z^T B_F`` and ``c_FF = k_FF - |B_F|^2``, and the marginal of ``f`` at ``F`` is::
 
     mean = B_F^T m_C + (amortized conditional of C_ZZ, C_ZF, c_FF, m, S)
     var  = |R_C^T B_F|^2 + (its variance, which starts from c_FF).
