@@ -173,29 +173,32 @@ class _Interrupt(tf_keras.callbacks.Callback):
             raise KeyboardInterrupt
 
 
-def _train(split, config, backup_dir, callbacks=()):
+def _train(split, config, backup_dir, callbacks=(), progress=None, selection=None):
+    """``fit_model`` of a fresh model; ``selection(built)`` gives callbacks put first."""
     tf_keras.backend.clear_session()
     tf_keras.utils.set_random_seed(config.seed)
     built = build_model(SPEC, 2, len(split.x_train))
+    chosen = () if selection is None else selection(built)
     progress = fit_model(
         built,
         split.x_train,
         split.y_train,
         config,
-        callbacks=callbacks,
+        callbacks=(*chosen, *callbacks),
         backup_dir=backup_dir,
+        progress=progress,
     )
-    return built, progress
+    return built, progress, chosen
 
 
 @pytest.mark.slow
 def test_fit_model_resumes_from_its_backup(tmp_path, rng):
     split = _split(rng)
     config = TrainConfig.from_preset("paper", epochs=3, batch_size=30, learning_rate=0.02, seed=4)
-    full, full_progress = _train(split, config, tmp_path / "full")
+    full, full_progress, _ = _train(split, config, tmp_path / "full")
     with pytest.raises(KeyboardInterrupt):
         _train(split, config, tmp_path / "backup", callbacks=(_Interrupt(1, 2),))
-    resumed, progress = _train(split, config, tmp_path / "backup")
+    resumed, progress, _ = _train(split, config, tmp_path / "backup")
     assert progress.first_epoch == 1
     np.testing.assert_allclose(progress.losses, full_progress.losses[1:], rtol=1e-12)
     for mine, theirs in zip(resumed.model.get_weights(), full.model.get_weights()):
@@ -408,22 +411,15 @@ def test_cli_fit_save_resumes_a_killed_run(tmp_path, rng):
 # ------------------------------------------------------------ best-epoch selection on resume
 def _selection_run(split, config, backup_dir, interrupt=None, progress=None):
     """``fit_model`` with the harness' best-epoch selection (its state beside the backup)."""
-    tf_keras.backend.clear_session()
-    tf_keras.utils.set_random_seed(config.seed)
-    built = build_model(SPEC, 2, len(split.x_train))
-    state_dir = backup_dir.parent / "best_epoch"
-    selection = best_epoch_callbacks(built, split, config, state_dir=state_dir)
-    callbacks = selection if interrupt is None else (*selection, interrupt)
-    fit_model(
-        built,
-        split.x_train,
-        split.y_train,
-        config,
-        callbacks=callbacks,
-        backup_dir=backup_dir,
-        progress=progress,
-    )
-    return built, selection
+
+    def selection(built):
+        return best_epoch_callbacks(
+            built, split, config, state_dir=backup_dir.parent / "best_epoch"
+        )
+
+    callbacks = () if interrupt is None else (interrupt,)
+    built, _, chosen = _train(split, config, backup_dir, callbacks, progress, selection)
+    return built, chosen
 
 
 @pytest.mark.slow  # default suite: test_the_selection_state_round_trips_through_its_files
