@@ -95,19 +95,25 @@ def _kernel_parts(kernel: gpflow.kernels.Kernel) -> list[gpflow.kernels.Kernel]:
 def make_mean_function(
     mean_function: MeanFunctionArg, input_dim: int, output_dim: int
 ) -> Optional[gpflow.mean_functions.MeanFunction]:
-    """``None``/``"zero"``: no mean function; ``"linear"``: learned ``F A + b``.
+    """``None``/``"zero"``: no mean function; ``"linear"``: learned ``F A + b``;
+    ``"identity"``: the fixed ``F A`` (not trained), DS-DGP's distance-keeping mean.
 
-    The linear map starts as the identity on the first ``min(D_in, D_out)`` dimensions (as in
-    DS-DGP's identity/projection mean functions, without needing data).
+    ``A`` ``[D_in, D_out]`` is the identity on the first ``min(D_in, D_out)`` dimensions (as in
+    DS-DGP's identity/projection mean functions, without needing data); ``"linear"`` starts
+    there and trains ``A`` and ``b``, ``"identity"`` keeps them, so inputs a distance apart
+    keep that distance in the first ``min(D_in, D_out)`` output dimensions.
     """
     if isinstance(mean_function, gpflow.mean_functions.MeanFunction):
         return mean_function
     if mean_function is None or mean_function == "zero":
         return None
-    if mean_function == "linear":
+    if mean_function in ("linear", "identity"):
         weights = np.eye(input_dim, output_dim)
-        return gpflow.mean_functions.Linear(A=weights, b=np.zeros(output_dim))
+        linear = gpflow.mean_functions.Linear(A=weights, b=np.zeros(output_dim))
+        if mean_function == "identity":
+            gpflow.set_trainable(linear, False)
+        return linear
     raise ValueError(
-        "mean_function: expected None, 'zero', 'linear' or a GPflow MeanFunction, "
+        "mean_function: expected None, 'zero', 'linear', 'identity' or a GPflow MeanFunction, "
         f"got {mean_function!r}"
     )

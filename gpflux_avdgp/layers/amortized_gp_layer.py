@@ -97,8 +97,9 @@ class AmortizedGPLayer(MixtureLayer):
         :data:`gpflux_avdgp.kernels.KERNELS`, or any GPflow kernel (non-stationary kernels use
         a slower exact path).
     :param ard: one lengthscale per input dimension (named kernels only).
-    :param mean_function: ``None``/``"zero"`` (default), ``"linear"`` (learned ``F A + b``) or
-        a GPflow mean function.
+    :param mean_function: ``None``/``"zero"`` (default), ``"linear"`` (learned ``F A + b``),
+        ``"identity"`` (the fixed ``F A`` that keeps distances, DS-DGP's) or a GPflow mean
+        function.
     :param inference: ``"affine"`` (default, the paper) or ``"mlp"`` (IDSGP).
     :param inducing_init: where the affine inducing points start: ``"global"`` (default,
         ``W_m = 0``: shared points ``b_m``) or ``"input"`` (the paper, ``W_m = I``: noisy copies

@@ -99,6 +99,13 @@ DESIGNS = {
     "anchor-posterior": {"anchor_posterior": True},
     "anchor-posterior-first": {"anchor_posterior": (True, False, False)},
     "anchor-posterior-last": {"anchor_posterior": (False, False, True)},
+    # fixed identity hidden means (DS-DGP's: distances kept), alone and with the last layer's
+    # anchors given a global posterior
+    "identity-hidden": {"hidden_mean_function": "identity"},
+    "identity-anchor-posterior-last": {
+        "hidden_mean_function": "identity",
+        "anchor_posterior": (False, False, True),
+    },
     # the same without prior reversion in the amortized hidden layers
     "linear-hidden-global-last": {"whiten": False, "num_anchors": 0, "global_last": 32},
 }
