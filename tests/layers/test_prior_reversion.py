@@ -220,3 +220,37 @@ def test_the_default_model_predicts_its_prior_far_from_its_data():
     prior = model.layers[-2].kernel.variance.numpy() + likelihood.variance.numpy()
     assert std[-1] ** 2 == pytest.approx(prior, rel=1e-9)
     assert std[:2].max() < 0.8 * std[-1], std
+
+
+def test_the_identity_hidden_mean_is_fixed_through_training_and_a_file(rng, tmp_path):
+    """``"identity"``: ``m(F) = F A`` with ``A = I[D_in, D_out]``, not trained, and saved by
+    name (a reloaded model has the same fixed map)."""
+    model = gpflux_avdgp.build_avdgp(
+        1, [3, 2, 1], [3, 3, 3], 50, gpflow.likelihoods.Gaussian(), hidden_mean_function="identity"
+    )
+    layers = [layer for layer in model.layers if isinstance(layer, AmortizedGPLayer)]
+    assert [layer.get_config()["mean_function"] for layer in layers] == ["identity"] * 2 + [None]
+    x = rng.normal(size=(50, 1))
+    model.compile(tf_keras.optimizers.Adam(0.1))
+    model.fit(x, np.sin(3 * x), batch_size=25, epochs=3, verbose=0)
+    for layer in layers[:2]:
+        mean = layer.mean_function
+        assert not any(v.trainable for v in mean.trainable_variables + mean.variables)
+        np.testing.assert_array_equal(mean.A.numpy(), np.eye(layer.input_dim, layer.units))
+        np.testing.assert_array_equal(mean.b.numpy(), np.zeros(layer.units))
+        points = rng.normal(size=(4, layer.input_dim))
+        np.testing.assert_array_equal(mean(points).numpy(), points @ np.eye(*mean.A.shape))
+    model.save(tmp_path / "m.keras")
+    loaded = gpflux_avdgp.load_model(tmp_path / "m.keras")
+    np.testing.assert_allclose(loaded.predict(x, verbose=0)["std"], model.predict(x)["std"])
+
+
+def test_a_trained_linear_mean_moves_where_the_identity_does_not(rng):
+    """The fixed map is the option's whole point: the same fit moves ``"linear"``'s ``A``."""
+    model = gpflux_avdgp.build_avdgp(
+        1, [3, 1], [3, 3], 50, gpflow.likelihoods.Gaussian(), hidden_mean_function="linear"
+    )
+    x = rng.normal(size=(50, 1))
+    model.compile(tf_keras.optimizers.Adam(0.1))
+    model.fit(x, np.sin(3 * x), batch_size=25, epochs=3, verbose=0)
+    assert not np.array_equal(model.layers[0].mean_function.A.numpy(), np.eye(1, 3))
