@@ -109,6 +109,8 @@ def test_design_names():
         "anchor-posterior",
         "anchor-posterior-first",
         "anchor-posterior-last",
+        "identity-hidden",
+        "identity-anchor-posterior-last",
     }
     with pytest.raises(ValueError, match="expected a design in"):
         split_design("avdgp-ar2p:fast")
@@ -150,6 +152,16 @@ def test_global_last_designs_end_with_a_gpflux_layer_of_global_points(design, an
 )
 def test_anchor_posterior_designs_choose_their_layers(design, flags):
     assert [layer.anchor_posterior for layer in _gp_layers(design)] == flags
+
+
+@pytest.mark.parametrize(
+    "design, flags",
+    [("identity-hidden", [False] * 3), ("identity-anchor-posterior-last", [False, False, True])],
+)
+def test_identity_designs_fix_the_hidden_means(design, flags):
+    layers = _gp_layers(design)
+    assert [layer.get_config()["mean_function"] for layer in layers] == ["identity"] * 2 + [None]
+    assert [layer.anchor_posterior for layer in layers] == flags
 
 
 def test_one_anchor_posterior_flag_per_layer_or_a_refusal():
