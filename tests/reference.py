@@ -184,6 +184,15 @@ def anchor_weight(kernel: KernelFn, inputs: np.ndarray, anchors: np.ndarray) -> 
     return out
 
 
+def spacing_weight(inputs: np.ndarray, anchors: np.ndarray, scale: float) -> np.ndarray:
+    """The spacing gate: :func:`anchor_weight` of a unit Matern-5/2 at lengthscale ``scale``
+    times the median over anchors of the distance to their nearest other anchor."""
+    distances = np.linalg.norm(anchors[:, None] - anchors[None], axis=-1)
+    np.fill_diagonal(distances, np.inf)
+    nearest = np.sort(distances.min(axis=1))
+    return anchor_weight(matern52(1.0, scale * nearest[len(nearest) // 2]), inputs, anchors)
+
+
 def reverted_q(q_mu, q_sqrt, weight):
     """``q_a(v) = N(sqrt(a) m, a S + (1 - a) I)`` per problem and output: the means ``[N, M, Q]``
     and covariances ``[N, Q, M, M]``, from the definition."""

@@ -10,7 +10,7 @@ import gpflow
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from ..core.anchors import anchor_weight, revert_to_prior, spread_rows
+from ..core.anchors import anchor_weight, revert_to_prior, spacing_weight, spread_rows
 from ..core.cholesky import jittered_cholesky
 from ..core.conditionals import amortized_conditional, amortized_kl
 from ..core.covariances import pointwise_covariances
@@ -115,6 +115,13 @@ class AmortizedGPLayer(MixtureLayer):
         anchors start at amortization inputs of rows spread over the training set, placed
         before training (:func:`~gpflux_avdgp.layers.anchor_placement.place_anchors`, which
         ``AVDGPModel.fit`` calls), and are then trained.
+    :param anchor_posterior: give the anchors a global whitened posterior of their own
+        (:mod:`gpflux_avdgp.core.orthogonal`); needs ``num_anchors`` and ``num_data``.
+    :param spacing_gate: ``None`` (default) or a scale ``s > 0``: the reversion weight becomes
+        ``min(a(h), a_s(h))``, ``a_s`` measured at ``s`` times the anchors' median spacing
+        instead of the kernel's lengthscale
+        (:func:`~gpflux_avdgp.core.anchors.spacing_weight`), so ``q(u)`` reverts inside gaps
+        of the data that the kernel spans. Needs ``num_anchors >= 2``.
     :param rule: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
     :param num_points: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
     :param num_train_samples: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
@@ -167,6 +174,7 @@ class AmortizedGPLayer(MixtureLayer):
         kl_convention: str | KLConvention = KLConvention.PAPER,
         num_anchors: int = 0,
         anchor_posterior: bool = False,
+        spacing_gate: Optional[float] = None,
         rule: str | PropagationRule = PropagationRule.AR2P,
         num_points: Optional[int] = None,
         num_train_samples: Optional[int] = None,
@@ -209,6 +217,16 @@ class AmortizedGPLayer(MixtureLayer):
                 "num_data (its KL is counted once per data set)"
             )
         self.anchor_posterior = anchor_posterior
+        if spacing_gate is not None:
+            if isinstance(spacing_gate, bool) or not isinstance(spacing_gate, (int, float)):
+                raise TypeError(f"spacing_gate: expected a number or None, got {spacing_gate!r}")
+            if not (spacing_gate > 0 and self.num_anchors >= 2):
+                raise ValueError(
+                    f"spacing_gate: expected a scale > 0 with num_anchors >= 2, got "
+                    f"spacing_gate={spacing_gate} and num_anchors={self.num_anchors}"
+                )
+            spacing_gate = float(spacing_gate)
+        self.spacing_gate = spacing_gate
         if not isinstance(kernel, gpflow.kernels.Kernel):
             make_kernel(kernel, 1, ard=False)  # validates the name now, not at build
         if not isinstance(mean_function, gpflow.mean_functions.MeanFunction):
@@ -309,7 +327,12 @@ class AmortizedGPLayer(MixtureLayer):
             first = spread_rows(amortization_input, self.num_anchors)  # [K, D]
             self.anchors.assign(tf.where(self.anchors_placed > 0, self.anchors, first))
             self.anchors_placed.assign(1)
-        return anchor_weight(kernel, amortization_input, self.anchors)
+        weight = anchor_weight(kernel, amortization_input, self.anchors)
+        if self.spacing_gate is None:
+            return weight
+        return tf.minimum(
+            weight, spacing_weight(amortization_input, self.anchors, self.spacing_gate)
+        )
 
     def _anchors_placed_now(self) -> bool:
         """Whether the anchors are placed, read outside any graph being traced: a graph traced
@@ -429,6 +452,7 @@ class AmortizedGPLayer(MixtureLayer):
             kl_convention=self.kl_convention.value,
             num_anchors=self.num_anchors,
             anchor_posterior=self.anchor_posterior,
+            spacing_gate=self.spacing_gate,
         )
         return config
 

@@ -111,6 +111,8 @@ def test_design_names():
         "anchor-posterior-last",
         "identity-hidden",
         "identity-anchor-posterior-last",
+        "spacing",
+        "identity-spacing",
     }
     with pytest.raises(ValueError, match="expected a design in"):
         split_design("avdgp-ar2p:fast")
@@ -162,6 +164,13 @@ def test_identity_designs_fix_the_hidden_means(design, flags):
     layers = _gp_layers(design)
     assert [layer.get_config()["mean_function"] for layer in layers] == ["identity"] * 2 + [None]
     assert [layer.anchor_posterior for layer in layers] == flags
+
+
+@pytest.mark.parametrize("design, means", [("spacing", "linear"), ("identity-spacing", "identity")])
+def test_spacing_designs_gate_every_layer(design, means):
+    layers = _gp_layers(design)
+    assert [layer.spacing_gate for layer in layers] == [3.0] * 3
+    assert [layer.get_config()["mean_function"] for layer in layers] == [means] * 2 + [None]
 
 
 def test_one_anchor_posterior_flag_per_layer_or_a_refusal():
