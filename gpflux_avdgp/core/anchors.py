@@ -22,6 +22,8 @@ term is the closed form of ``q_a``, so the objective stays an ELBO.
 
 from __future__ import annotations
 
+from typing import Optional
+
 import gpflow
 import numpy as np
 import tensorflow as tf
@@ -39,7 +41,10 @@ __all__ = ["anchor_weight", "revert_to_prior", "spacing_weight", "spread_rows"]
     "return: [N]",
 )
 def anchor_weight(
-    kernel: gpflow.kernels.Kernel, inputs: tf.Tensor, anchors: tf.Tensor
+    kernel: gpflow.kernels.Kernel,
+    inputs: tf.Tensor,
+    anchors: tf.Tensor,
+    chol_cc: Optional[tf.Tensor] = None,
 ) -> tf.Tensor:
     """``a(h) = k(h, C) K_CC^{-1} k(C, h) / k(h, h)`` per row of ``inputs``, in ``[0, 1]``.
 
@@ -49,18 +54,20 @@ def anchor_weight(
     :param kernel: the layer's GPflow kernel.
     :param inputs: amortization inputs ``h``, ``[N, D]``.
     :param anchors: ``C``, ``[K, D]``.
+    :param chol_cc: ``chol(K_CC)`` ``[K, K]`` if the caller has it (factored here otherwise).
     :returns: ``[N]``.
     """
     kcc, kch = tf.split(
         gram_against(kernel, anchors, inputs), [tf.shape(anchors)[0], tf.shape(inputs)[0]], axis=-1
     )  # K_CC [K, K], k(C, h) [K, N]
-    return _explained_fraction(kcc, kch, prior_variances(kernel, inputs))
+    if chol_cc is None:
+        chol_cc = jittered_cholesky(kcc[None])[0]
+    return _explained_fraction(chol_cc, kch, prior_variances(kernel, inputs))
 
 
-def _explained_fraction(kcc: tf.Tensor, kch: tf.Tensor, prior_variance: tf.Tensor) -> tf.Tensor:
-    """``k(h, C) K_CC^{-1} k(C, h) / k(h, h)`` ``[N]`` from ``K_CC`` ``[K, K]``, ``k(C, h)``
-    ``[K, N]`` and ``k(h, h)`` ``[N]``, clipped to ``[0, 1]``."""
-    chol = jittered_cholesky(kcc[None])[0]  # [K, K]
+def _explained_fraction(chol: tf.Tensor, kch: tf.Tensor, prior_variance: tf.Tensor) -> tf.Tensor:
+    """``k(h, C) K_CC^{-1} k(C, h) / k(h, h)`` ``[N]`` from ``chol(K_CC)`` ``[K, K]``,
+    ``k(C, h)`` ``[K, N]`` and ``k(h, h)`` ``[N]``, clipped to ``[0, 1]``."""
     chol_inv = tf.linalg.triangular_solve(chol, identity(chol), lower=True)  # independent of N
     # a product row by row (not a solve with N right-hand sides): each row's value does not
     # depend on the other rows of the batch, to the last bit, as for the rest of the layer
@@ -102,8 +109,8 @@ def spacing_weight(inputs: tf.Tensor, anchors: tf.Tensor, scale: float) -> tf.Te
     rows = both[:count]
     r2 = squared_distances(rows, both, tf.reduce_sum(tf.square(both), axis=-1))
     gram = _unit_matern52(r2)  # [K, K + N]
-    kcc, kch = gram[:, :count], gram[:, count:]
-    return _explained_fraction(kcc, kch, tf.ones_like(kch[0]))
+    chol = jittered_cholesky(gram[None, :, :count])[0]  # [K, K]
+    return _explained_fraction(chol, gram[:, count:], tf.ones_like(gram[0, count:]))
 
 
 def _unit_matern52(r2: tf.Tensor) -> tf.Tensor:

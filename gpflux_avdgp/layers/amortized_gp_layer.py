@@ -301,22 +301,34 @@ class AmortizedGPLayer(MixtureLayer):
                     initializer=_identities if self.full_rank else tf_keras.initializers.Ones(),
                 )  # R_C [Q, K, K] (lower triangle used) or [Q, K]
 
-    def _orthogonal(self, kernel, points, kuu, kuf, kff) -> tuple:
+    def _orthogonal(self, kernel, points, chol_cc, kuu, kuf, kff) -> tuple:
         """``(C_ZZ, C_ZF, c_FF, B_F)``: the covariances of the part orthogonal to the anchors
         and the anchors' projections of the locations (:mod:`gpflux_avdgp.core.orthogonal`);
-        ``points`` ``[N, M + P, D]`` are each datapoint's ``[Z; F]``."""
+        ``points`` ``[N, M + P, D]`` are each datapoint's ``[Z; F]``, ``chol_cc`` is
+        ``chol(K_CC)`` ``[K, K]``."""
         shape = tf.shape(points)
         k_c = kernel(self.anchors, tf.reshape(points, [-1, shape[-1]]))  # [K, N (M + P)]
         k_c = tf.reshape(k_c, [self.num_anchors, shape[0], shape[1]])
-        chol_cc = jittered_cholesky(kernel(self.anchors)[None])[0]  # [K, K], once
         b_z, b_f = anchor_projections(chol_cc, k_c, self.num_inducing)
         c_uu, c_uf, c_ff = orthogonal_covariances(kuu, kuf, kff, b_z, b_f)
         return c_uu, c_uf, c_ff, b_f
 
     def _anchor_weight(
-        self, kernel: gpflow.kernels.Kernel, amortization_input: tf.Tensor, training: bool
+        self,
+        kernel: gpflow.kernels.Kernel,
+        amortization_input: tf.Tensor,
+        chol_cc: Optional[tf.Tensor],
     ) -> tf.Tensor:
-        """``a(h)`` ``[N]``. The anchors are placed on the amortization inputs of a call of
+        """``a(h)`` ``[N]`` (``chol_cc``: ``chol(K_CC)`` if the caller has it)."""
+        weight = anchor_weight(kernel, amortization_input, self.anchors, chol_cc)
+        if self.spacing_gate is None:
+            return weight
+        return tf.minimum(
+            weight, spacing_weight(amortization_input, self.anchors, self.spacing_gate)
+        )
+
+    def _place_anchors(self, amortization_input: tf.Tensor, training: bool) -> None:
+        """Place the anchors on the amortization inputs of a call of
         :func:`~gpflux_avdgp.layers.anchor_placement.place_anchors` (``AVDGPModel.fit`` makes
         one before training); a training graph traced while they are not yet placed places
         them on its first batch."""
@@ -327,12 +339,6 @@ class AmortizedGPLayer(MixtureLayer):
             first = spread_rows(amortization_input, self.num_anchors)  # [K, D]
             self.anchors.assign(tf.where(self.anchors_placed > 0, self.anchors, first))
             self.anchors_placed.assign(1)
-        weight = anchor_weight(kernel, amortization_input, self.anchors)
-        if self.spacing_gate is None:
-            return weight
-        return tf.minimum(
-            weight, spacing_weight(amortization_input, self.anchors, self.spacing_gate)
-        )
 
     def _anchors_placed_now(self) -> bool:
         """Whether the anchors are placed, read outside any graph being traced: a graph traced
@@ -384,9 +390,13 @@ class AmortizedGPLayer(MixtureLayer):
         # The name scopes group the ops in profiles (TensorBoard, benchmarks/profile_step.py).
         kernel = read_once(self.kernel)  # each parameter read once for all the uses below
         inducing, q_mu, q_sqrt = self.inference(amortization_input)  # Z [N, M, D]
+        chol_cc = None  # chol(K_CC) [K, K], factored once for the weight and the projections
         if self.num_anchors:
             with tf.name_scope("prior_reversion"):
-                weight = self._anchor_weight(kernel, amortization_input, training)  # [N]
+                self._place_anchors(amortization_input, training)
+                if self.anchor_posterior:
+                    chol_cc = jittered_cholesky(kernel(self.anchors)[None])[0]
+                weight = self._anchor_weight(kernel, amortization_input, chol_cc)  # [N]
                 q_mu, q_sqrt = revert_to_prior(q_mu, q_sqrt, weight)
         with tf.name_scope("covariances"):
             factored = self._factored(kernel, inducing, None if per_sample else shared)
@@ -397,7 +407,7 @@ class AmortizedGPLayer(MixtureLayer):
                 kuu, kuf, kff, mean_at_locations = factored
             if self.anchor_posterior:
                 kuu, kuf, kff, b_f = self._orthogonal(
-                    kernel, tf.concat([inducing, locations], axis=1), kuu, kuf, kff
+                    kernel, tf.concat([inducing, locations], axis=1), chol_cc, kuu, kuf, kff
                 )
         with tf.name_scope("cholesky"):
             chol_kuu = jittered_cholesky(kuu)  # [N, M, M], relative and adaptive jitter
