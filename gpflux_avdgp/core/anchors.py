@@ -76,6 +76,12 @@ def _explained_fraction(chol: tf.Tensor, kch: tf.Tensor, prior_variance: tf.Tens
     return tf.clip_by_value(explained / prior_variance, 0.0, 1.0)
 
 
+#: Which quantile of the anchors' nearest-neighbour distances sets the spacing gate's length:
+#: anchors start on random rows, so the median is the spacing of their dense half, and rows in
+#: the wider holes between anchors would revert (``docs/design.md``, "The spacing gate").
+SPACING_QUANTILE = 0.9
+
+
 @check_shapes(
     "inputs: [N, D]",
     "anchors: [K, D]",
@@ -83,9 +89,10 @@ def _explained_fraction(chol: tf.Tensor, kch: tf.Tensor, prior_variance: tf.Tens
 )
 def spacing_weight(inputs: tf.Tensor, anchors: tf.Tensor, scale: float) -> tf.Tensor:
     """The spacing gate ``a_s(h)``: :func:`anchor_weight` of a unit Matern-5/2 kernel whose
-    lengthscale is ``scale`` times the anchors' median nearest-neighbour distance,
+    lengthscale is ``scale`` times the :data:`SPACING_QUANTILE` quantile of the anchors'
+    nearest-neighbour distances,
 
-        l_s = scale * median_k min_{j != k} |C_k - C_j|,
+        l_s = scale * quantile_0.9 {min_{j != k} |C_k - C_j| : k = 1..K},
 
     a length the data's spacing sets, not the kernel (which can be long where the function is
     smooth on the data and still changes inside a gap). ``l_s`` carries no gradient: the
@@ -101,7 +108,8 @@ def spacing_weight(inputs: tf.Tensor, anchors: tf.Tensor, scale: float) -> tf.Te
     squared = tf.reduce_sum(tf.square(fixed[:, None] - fixed[None]), axis=-1)  # [K, K]
     squared += tf.eye(count, dtype=fixed.dtype) * fixed.dtype.max  # not its own neighbour
     nearest = tf.sqrt(tf.reduce_min(squared, axis=-1))  # [K]
-    lengthscale = scale * tf.sort(nearest)[count // 2]
+    rank = tf.cast(SPACING_QUANTILE * tf.cast(count - 1, fixed.dtype), tf.int32)  # floor
+    lengthscale = scale * tf.sort(nearest)[rank]
     # the unit Matern-5/2 on |h - C| / l_s (the same distances as the kernel's, centred)
     both = tf.concat([anchors, inputs], axis=0) / lengthscale  # [K + N, D]
     centre = tf.stop_gradient(tf.reduce_mean(both[:count], axis=0))

@@ -51,6 +51,18 @@ def test_spacing_weight_matches_reference(rng, scale):
         assert weight[2] < 0.05
 
 
+def test_spacing_weight_takes_its_length_from_the_wide_holes_between_anchors(rng):
+    """Random anchors: the 0.9 quantile of the nearest-neighbour distances, not the median,
+    so that data in the wider holes between random anchors stay explained."""
+    anchors = np.sort(rng.uniform(-2.0, 2.0, (32, 1)), axis=0)
+    inputs = rng.uniform(-2.0, 2.0, (200, 1))
+    weight = spacing_weight(tf.constant(inputs), tf.constant(anchors), 2.0).numpy()
+    np.testing.assert_allclose(weight, reference.spacing_weight(inputs, anchors, 2.0), atol=1e-5)
+    holes = np.sort(np.diff(anchors[:, 0]))
+    assert np.quantile(holes, 0.9) > 1.5 * np.median(holes)  # the two rules differ here
+    assert np.percentile(weight, 5) > 0.8
+
+
 def test_spacing_weight_takes_no_gradient_through_its_lengthscale(rng):
     anchors = tf.Variable(rng.normal(size=(K, D)))
     inputs = tf.constant(rng.normal(size=(3, D)))
@@ -61,7 +73,7 @@ def test_spacing_weight_takes_no_gradient_through_its_lengthscale(rng):
     step = 1e-6
     nearest = np.linalg.norm(anchors.numpy()[:, None] - anchors.numpy()[None], axis=-1)
     np.fill_diagonal(nearest, np.inf)
-    lengthscale = np.sort(nearest.min(axis=1))[K // 2]
+    lengthscale = np.sort(nearest.min(axis=1))[int(np.floor(0.9 * (K - 1)))]
     kernel = reference.matern52(1.0, lengthscale)
     numeric = np.zeros((K, D))
     for k in range(K):

@@ -169,7 +169,7 @@ def test_identity_designs_fix_the_hidden_means(design, flags):
 @pytest.mark.parametrize("design, means", [("spacing", "linear"), ("identity-spacing", "identity")])
 def test_spacing_designs_gate_every_layer(design, means):
     layers = _gp_layers(design)
-    assert [layer.spacing_gate for layer in layers] == [3.0] * 3
+    assert [layer.spacing_gate for layer in layers] == [2.0] * 3
     assert [layer.get_config()["mean_function"] for layer in layers] == [means] * 2 + [None]
 
 

@@ -107,9 +107,9 @@ DESIGNS = {
         "anchor_posterior": (False, False, True),
     },
     # the spacing gate (reversion also where the anchors' spacing, not the kernel, says the
-    # input is off the data) at 3 times the median spacing, alone and with identity means
-    "spacing": {"spacing_gate": 3.0},
-    "identity-spacing": {"hidden_mean_function": "identity", "spacing_gate": 3.0},
+    # input is off the data) at twice the anchors' spacing, alone and with identity means
+    "spacing": {"spacing_gate": 2.0},
+    "identity-spacing": {"hidden_mean_function": "identity", "spacing_gate": 2.0},
     # the same without prior reversion in the amortized hidden layers
     "linear-hidden-global-last": {"whiten": False, "num_anchors": 0, "global_last": 32},
 }
