@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import enum
-import weakref
 from typing import Optional
 
 import gpflow
@@ -33,6 +32,7 @@ from ..validation import (
 )
 from .base import MixtureLayer, translate_legacy_points
 from .inference import AffineInference, InducingInit, InferenceKind, MLPInference
+from .module_state import claim_module
 
 __all__ = ["AmortizedGPLayer", "KLConvention"]
 
@@ -48,28 +48,6 @@ class KLConvention(str, enum.Enum):
 
     PAPER = "paper"
     PER_POINT = "per_point"
-
-
-#: The built layer that holds each kernel and mean-function object.
-_OWNERS: "weakref.WeakKeyDictionary[tf.Module, weakref.ref]" = weakref.WeakKeyDictionary()
-
-
-def _claim(module: tf.Module, layer: tf_keras.layers.Layer) -> None:
-    """Record ``layer`` as the holder of ``module``.
-
-    :raises ValueError: if another live layer holds it: a shared object would reload as two
-        (a layer's config describes its own modules), so sharing is refused before training.
-    """
-    owner = _OWNERS.get(module)
-    holder = None if owner is None else owner()
-    if holder is not None and holder is not layer:
-        kind = "kernel" if isinstance(module, gpflow.kernels.Kernel) else "mean function"
-        raise ValueError(
-            f"{layer.name}: its {kind} object is also layer {holder.name!r}'s; a shared object "
-            "cannot be saved (it reloads as two): give each layer its own, e.g. "
-            "gpflow.utilities.deepcopy(kernel)"
-        )
-    _OWNERS[module] = weakref.ref(layer)
 
 
 @tf_keras.utils.register_keras_serializable(package="gpflux_avdgp")
@@ -270,7 +248,7 @@ class AmortizedGPLayer(MixtureLayer):
             raise ValueError(f"{self.name}: {error}") from None
         self._module_configs()  # refuses what cannot be saved now, not after training
         for module in self._gpflow_modules():
-            _claim(module, self)
+            claim_module(module, self)
         self.inference.build((None, self.input_dim))
         self.anchors, self.anchors_placed = None, None
         if self.num_anchors:

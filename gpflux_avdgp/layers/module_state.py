@@ -7,13 +7,20 @@ this in and list them in :meth:`_gpflow_modules`. A variable that a sub-layer al
 its own weight (a wrapped GPflux layer's ``q_mu``, ``q_sqrt``) is stored twice with the same
 value, and loading assigns it twice; the TensorFlow SavedModel format restores all of them
 through the checkpoint's object graph instead.
+
+A kernel or mean-function object belongs to one layer (:func:`claim_module`): a layer's config
+describes its own modules, so an object shared by two layers would reload as two.
 """
 
 from __future__ import annotations
 
-import tensorflow as tf
+import weakref
 
-__all__ = ["GPflowModuleState"]
+import gpflow
+import tensorflow as tf
+from gpflow.keras import tf_keras
+
+__all__ = ["GPflowModuleState", "claim_module"]
 
 
 class GPflowModuleState:
@@ -46,3 +53,25 @@ class GPflowModuleState:
             )
         for index, variable in enumerate(variables):
             variable.assign(store[f"{index}"])
+
+
+#: The built layer that holds each kernel and mean-function object.
+_HOLDERS: "weakref.WeakKeyDictionary[tf.Module, weakref.ref]" = weakref.WeakKeyDictionary()
+
+
+def claim_module(module: tf.Module, layer: tf_keras.layers.Layer) -> None:
+    """Record ``layer`` as the holder of ``module``.
+
+    :raises ValueError: if another live layer holds it: a shared object would reload as two
+        (a layer's config describes its own modules), so sharing is refused before training.
+    """
+    owner = _HOLDERS.get(module)
+    holder = None if owner is None else owner()
+    if holder is not None and holder is not layer:
+        kind = "kernel" if isinstance(module, gpflow.kernels.Kernel) else "mean function"
+        raise ValueError(
+            f"{layer.name}: its {kind} object is also layer {holder.name!r}'s; a shared object "
+            "cannot be saved (it reloads as two): give each layer its own, e.g. "
+            "gpflow.utilities.deepcopy(kernel)"
+        )
+    _HOLDERS[module] = weakref.ref(layer)
