@@ -199,6 +199,22 @@ def spacing_weight(inputs: np.ndarray, anchors: np.ndarray, scale: float) -> np.
     return anchor_weight(matern52(1.0, scale * nearest[rank]), inputs, anchors, jitter=1e-6)
 
 
+def reach_weight(inputs: np.ndarray, anchors: np.ndarray, reach: float, scale: float):
+    """The reach gate ``exp(-(max(0, d - r) / (s r))^2 / 2)`` of each row's distance ``d`` to
+    its nearest anchor, ``[N]``."""
+    out = np.zeros(len(inputs))
+    for n, h in enumerate(inputs):
+        nearest = min(math.sqrt(np.sum((h - c) ** 2)) for c in anchors)
+        out[n] = math.exp(-0.5 * (max(0.0, nearest - reach) / (scale * reach)) ** 2)
+    return out
+
+
+def reach_of(inputs: np.ndarray, anchors: np.ndarray) -> float:
+    """The ``floor(0.99 (N - 1))``-th smallest nearest-anchor distance of the rows."""
+    nearest = np.sort([min(np.linalg.norm(h - c) for c in anchors) for h in inputs])
+    return float(nearest[int(np.floor(0.99 * (len(nearest) - 1)))])
+
+
 def reverted_q(q_mu, q_sqrt, weight):
     """``q_a(v) = N(sqrt(a) m, a S + (1 - a) I)`` per problem and output: the means ``[N, M, Q]``
     and covariances ``[N, Q, M, M]``, from the definition."""

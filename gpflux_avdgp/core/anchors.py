@@ -32,7 +32,15 @@ from check_shapes import check_shapes
 from .cholesky import identity, jittered_cholesky
 from .covariances import gram_against, prior_variances, squared_distances
 
-__all__ = ["anchor_weight", "revert_to_prior", "spacing_weight", "spread_rows"]
+__all__ = [
+    "anchor_weight",
+    "nearest_anchor_distance",
+    "reach_of",
+    "reach_weight",
+    "revert_to_prior",
+    "spacing_weight",
+    "spread_rows",
+]
 
 
 @check_shapes(
@@ -126,6 +134,62 @@ def _unit_matern52(r2: tf.Tensor) -> tf.Tensor:
     r = tf.sqrt(tf.maximum(r2, 1e-36))  # a finite gradient at r = 0
     root5 = tf.cast(5.0**0.5, r2.dtype)
     return (1.0 + root5 * r + 5.0 / 3.0 * r2) * tf.exp(-root5 * r)
+
+
+#: The share of training rows within the reach of an anchor (:func:`reach_of`).
+REACH_QUANTILE = 0.99
+
+
+@check_shapes(
+    "inputs: [N, D]",
+    "anchors: [K, D]",
+    "return: [N]",
+)
+def nearest_anchor_distance(inputs: tf.Tensor, anchors: tf.Tensor) -> tf.Tensor:
+    """``d(h) = min_k |h - C_k|``, the Euclidean distance of each row to its nearest anchor.
+
+    :param inputs: amortization inputs ``h``, ``[N, D]``.
+    :param anchors: ``C``, ``[K, D]``.
+    :returns: ``[N]``; its gradient is finite on an anchor (``d = 0``).
+    """
+    squared = tf.reduce_sum(tf.square(inputs[:, None, :] - anchors[None]), axis=-1)  # [N, K]
+    tiny = np.finfo(inputs.dtype.as_numpy_dtype).tiny
+    return tf.sqrt(tf.maximum(tf.reduce_min(squared, axis=-1), tiny))
+
+
+@check_shapes(
+    "distances: [N]",
+    "return: []",
+)
+def reach_of(distances: tf.Tensor) -> tf.Tensor:
+    """The reach ``r``: the :data:`REACH_QUANTILE` quantile of training rows' nearest-anchor
+    distances (the ``floor(q (N - 1))``-th smallest), with no gradient.
+
+    :param distances: ``d(h)`` of training rows, ``[N]``.
+    :returns: ``[]``.
+    """
+    count = tf.shape(distances)[0]
+    rank = tf.cast(REACH_QUANTILE * tf.cast(count - 1, distances.dtype), tf.int32)  # floor
+    return tf.stop_gradient(tf.sort(distances)[rank])
+
+
+@check_shapes(
+    "distances: [N]",
+    "reach: []",
+    "return: [N]",
+)
+def reach_weight(distances: tf.Tensor, reach: tf.Tensor, scale: float) -> tf.Tensor:
+    """The reach gate ``a_r(h) = exp(-(max(0, d(h) - r) / (s r))^2 / 2)``: 1 within the
+    training rows' reach ``r`` of an anchor, then falling with the distance beyond it, by
+    ``e^{-1/2}`` at ``s`` reaches further.
+
+    :param distances: ``d(h)``, ``[N]``.
+    :param reach: ``r > 0``, ``[]``.
+    :param scale: ``s > 0``.
+    :returns: ``[N]``, in ``(0, 1]``.
+    """
+    excess = tf.nn.relu(distances - reach) / (scale * reach)
+    return tf.exp(-0.5 * tf.square(excess))
 
 
 @check_shapes(

@@ -9,7 +9,15 @@ import gpflow
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from ..core.anchors import anchor_weight, revert_to_prior, spacing_weight, spread_rows
+from ..core.anchors import (
+    anchor_weight,
+    nearest_anchor_distance,
+    reach_of,
+    reach_weight,
+    revert_to_prior,
+    spacing_weight,
+    spread_rows,
+)
 from ..core.cholesky import jittered_cholesky
 from ..core.conditionals import amortized_conditional, amortized_kl
 from ..core.covariances import pointwise_covariances
@@ -100,6 +108,11 @@ class AmortizedGPLayer(MixtureLayer):
         instead of the kernel's lengthscale
         (:func:`~gpflux_avdgp.core.anchors.spacing_weight`), so ``q(u)`` reverts inside gaps
         of the data that the kernel spans. Needs ``num_anchors >= 2``.
+    :param reach_gate: ``None`` (default) or a scale ``s > 0``: the reversion weight becomes
+        ``min(a(h), a_r(h))``, ``a_r`` 1 within the training rows' reach of an anchor and
+        falling beyond it (:func:`~gpflux_avdgp.core.anchors.reach_weight`); the reach is
+        measured where the anchors are placed and followed in training (``anchor_reach``).
+        Needs ``num_anchors``.
     :param rule: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
     :param num_points: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
     :param num_train_samples: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
@@ -153,6 +166,7 @@ class AmortizedGPLayer(MixtureLayer):
         num_anchors: int = 0,
         anchor_posterior: bool = False,
         spacing_gate: Optional[float] = None,
+        reach_gate: Optional[float] = None,
         rule: str | PropagationRule = PropagationRule.AR2P,
         num_points: Optional[int] = None,
         num_train_samples: Optional[int] = None,
@@ -195,16 +209,8 @@ class AmortizedGPLayer(MixtureLayer):
                 "num_data (its KL is counted once per data set)"
             )
         self.anchor_posterior = anchor_posterior
-        if spacing_gate is not None:
-            if isinstance(spacing_gate, bool) or not isinstance(spacing_gate, (int, float)):
-                raise TypeError(f"spacing_gate: expected a number or None, got {spacing_gate!r}")
-            if not (spacing_gate > 0 and self.num_anchors >= 2):
-                raise ValueError(
-                    f"spacing_gate: expected a scale > 0 with num_anchors >= 2, got "
-                    f"spacing_gate={spacing_gate} and num_anchors={self.num_anchors}"
-                )
-            spacing_gate = float(spacing_gate)
-        self.spacing_gate = spacing_gate
+        self.spacing_gate = _gate_scale("spacing_gate", spacing_gate, self.num_anchors, 2)
+        self.reach_gate = _gate_scale("reach_gate", reach_gate, self.num_anchors, 1)
         if not isinstance(kernel, gpflow.kernels.Kernel):
             make_kernel(kernel, 1, ard=False)  # validates the name now, not at build
         if not isinstance(mean_function, gpflow.mean_functions.MeanFunction):
@@ -266,6 +272,14 @@ class AmortizedGPLayer(MixtureLayer):
                 trainable=False,
                 aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
             )  # 0 until the anchors are placed
+            if self.reach_gate is not None:
+                self.anchor_reach = self.add_weight(
+                    name="anchor_reach",
+                    shape=(),
+                    initializer=tf_keras.initializers.Zeros(),
+                    trainable=False,
+                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+                )  # r, set with the anchors, then followed in training
             if self.anchor_posterior:
                 self.anchor_q_mu = self.add_weight(
                     name="anchor_q_mu",
@@ -296,14 +310,22 @@ class AmortizedGPLayer(MixtureLayer):
         kernel: gpflow.kernels.Kernel,
         amortization_input: tf.Tensor,
         chol_cc: Optional[tf.Tensor],
+        training: bool,
     ) -> tf.Tensor:
-        """``a(h)`` ``[N]`` (``chol_cc``: ``chol(K_CC)`` if the caller has it)."""
+        """``a(h)`` ``[N]`` (``chol_cc``: ``chol(K_CC)`` if the caller has it); in training the
+        reach gate's reach follows the batches."""
         weight = anchor_weight(kernel, amortization_input, self.anchors, chol_cc)
-        if self.spacing_gate is None:
-            return weight
-        return tf.minimum(
-            weight, spacing_weight(amortization_input, self.anchors, self.spacing_gate)
-        )
+        if self.spacing_gate is not None:
+            spacing = spacing_weight(amortization_input, self.anchors, self.spacing_gate)
+            weight = tf.minimum(weight, spacing)
+        if self.reach_gate is not None:
+            distances = nearest_anchor_distance(amortization_input, self.anchors)  # [N]
+            reach = self.anchor_reach
+            if training and not self._placing_anchors:
+                reach = REACH_MOMENTUM * reach + (1.0 - REACH_MOMENTUM) * reach_of(distances)
+                self.anchor_reach.assign(reach)
+            weight = tf.minimum(weight, reach_weight(distances, reach, self.reach_gate))
+        return weight
 
     def _place_anchors(self, amortization_input: tf.Tensor, training: bool) -> None:
         """Place the anchors on the amortization inputs of a call of
@@ -313,9 +335,16 @@ class AmortizedGPLayer(MixtureLayer):
         if self._placing_anchors:  # eager, inside place_anchors
             self.anchors.assign(spread_rows(amortization_input, self.num_anchors))
             self.anchors_placed.assign(1)
+            if self.reach_gate is not None:
+                reach = reach_of(nearest_anchor_distance(amortization_input, self.anchors))
+                self.anchor_reach.assign(reach)
         elif training and not self._anchors_placed_now():
             first = spread_rows(amortization_input, self.num_anchors)  # [K, D]
-            self.anchors.assign(tf.where(self.anchors_placed > 0, self.anchors, first))
+            placed = self.anchors_placed > 0
+            self.anchors.assign(tf.where(placed, self.anchors, first))
+            if self.reach_gate is not None:
+                reach = reach_of(nearest_anchor_distance(amortization_input, first))
+                self.anchor_reach.assign(tf.where(placed, self.anchor_reach, reach))
             self.anchors_placed.assign(1)
 
     def _anchors_placed_now(self) -> bool:
@@ -374,7 +403,7 @@ class AmortizedGPLayer(MixtureLayer):
                 self._place_anchors(amortization_input, training)
                 if self.anchor_posterior:
                     chol_cc = jittered_cholesky(kernel(self.anchors)[None])[0]
-                weight = self._anchor_weight(kernel, amortization_input, chol_cc)  # [N]
+                weight = self._anchor_weight(kernel, amortization_input, chol_cc, training)
                 q_mu, q_sqrt = revert_to_prior(q_mu, q_sqrt, weight)
         with tf.name_scope("covariances"):
             factored = self._factored(kernel, inducing, None if per_sample else shared)
@@ -441,6 +470,7 @@ class AmortizedGPLayer(MixtureLayer):
             num_anchors=self.num_anchors,
             anchor_posterior=self.anchor_posterior,
             spacing_gate=self.spacing_gate,
+            reach_gate=self.reach_gate,
         )
         return config
 
@@ -454,6 +484,24 @@ class AmortizedGPLayer(MixtureLayer):
         if isinstance(config.get("mean_function"), dict):
             config["mean_function"] = module_from_config(config["mean_function"], "mean_function")
         return cls(**config)
+
+
+#: How much of the reach a training batch keeps: ``r <- m r + (1 - m) reach_of(batch)``.
+REACH_MOMENTUM = 0.9
+
+
+def _gate_scale(name: str, scale: Optional[float], num_anchors: int, least: int) -> Optional[float]:
+    """A gate's scale, checked: ``None``, or a number ``> 0`` with ``num_anchors >= least``."""
+    if scale is None:
+        return None
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+        raise TypeError(f"{name}: expected a number or None, got {scale!r}")
+    if not (scale > 0 and num_anchors >= least):
+        raise ValueError(
+            f"{name}: expected a scale > 0 with num_anchors >= {least}, got "
+            f"{name}={scale} and num_anchors={num_anchors}"
+        )
+    return float(scale)
 
 
 def _identities(shape, dtype=None):

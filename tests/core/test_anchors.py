@@ -7,7 +7,15 @@ import reference
 import tensorflow as tf
 from helpers import REFERENCE_TOLERANCE
 
-from gpflux_avdgp.core.anchors import anchor_weight, revert_to_prior, spacing_weight, spread_rows
+from gpflux_avdgp.core.anchors import (
+    anchor_weight,
+    nearest_anchor_distance,
+    reach_of,
+    reach_weight,
+    revert_to_prior,
+    spacing_weight,
+    spread_rows,
+)
 from gpflux_avdgp.core.conditionals import amortized_conditional, amortized_kl
 
 RTOL, ATOL = REFERENCE_TOLERANCE
@@ -85,6 +93,33 @@ def test_spacing_weight_takes_no_gradient_through_its_lengthscale(rng):
             down = reference.anchor_weight(kernel, inputs.numpy(), moved).sum()
             numeric[k, d] = (up - down) / (2 * step)
     np.testing.assert_allclose(gradient, numeric, rtol=1e-4, atol=1e-6)
+
+
+def test_reach_gate_matches_reference(rng):
+    anchors = rng.normal(size=(K, D))
+    rows = rng.normal(size=(300, D))
+    distances = nearest_anchor_distance(tf.constant(rows), tf.constant(anchors))
+    reach = reach_of(distances)
+    assert float(reach) == pytest.approx(reference.reach_of(rows, anchors), rel=1e-12)
+    inputs = np.concatenate([anchors[:1], rows[:5], [[9.0, -9.0]]])
+    weight = reach_weight(
+        nearest_anchor_distance(tf.constant(inputs), tf.constant(anchors)), reach, 0.5
+    ).numpy()
+    expected = reference.reach_weight(inputs, anchors, float(reach), 0.5)
+    np.testing.assert_allclose(weight, expected, rtol=1e-12, atol=1e-300)
+    assert weight[0] == 1.0 and weight[-1] < 1e-6  # on an anchor; far away
+    assert np.mean(reach_weight(distances, reach, 0.5).numpy() == 1.0) >= 0.99  # the rows
+
+
+def test_reach_gate_gradient_is_finite_on_an_anchor(rng):
+    anchors = tf.Variable(rng.normal(size=(K, D)))
+    inputs = tf.Variable(np.concatenate([anchors.numpy()[:2], rng.normal(size=(3, D)) * 4]))
+    with tf.GradientTape() as tape:
+        distances = nearest_anchor_distance(inputs, anchors)
+        total = tf.reduce_sum(reach_weight(distances, tf.constant(0.5, tf.float64), 1.0))
+    gradients = tape.gradient(total, [inputs, anchors])
+    assert all(np.isfinite(g.numpy()).all() for g in gradients)
+    assert np.abs(gradients[0].numpy()[2:]).sum() > 0  # rows beyond the reach pull
 
 
 def _q(rng, full_rank: bool):

@@ -5,11 +5,13 @@ from __future__ import annotations
 import gpflow
 import numpy as np
 import pytest
+import reference
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
 import gpflux_avdgp
 from gpflux_avdgp import AmortizedGPLayer
+from gpflux_avdgp.core.anchors import anchor_weight
 from gpflux_avdgp.core.mixture import unpack_numpy
 
 #: The default preset's prior reversion, spelled out (the tests hold without the preset too).
@@ -293,3 +295,81 @@ def test_the_spacing_gate_is_checked_and_saved():
     layer = AmortizedGPLayer(1, 3, 10, whiten=True, num_anchors=4, spacing_gate=3)
     assert layer.get_config()["spacing_gate"] == 3.0
     assert AmortizedGPLayer.from_config(layer.get_config()).spacing_gate == 3.0
+
+
+def test_the_reach_is_measured_where_the_anchors_are_placed_then_follows_training(rng):
+    from gpflux_avdgp.layers.amortized_gp_layer import REACH_MOMENTUM
+
+    x = np.concatenate([rng.uniform(-2.0, -0.6, (60, 1)), rng.uniform(0.6, 2.0, (60, 1))])
+    model = gpflux_avdgp.build_avdgp(
+        1, [1], 3, len(x), gpflow.likelihoods.Gaussian(), num_anchors=8, reach_gate=1.0, seed=0
+    )
+    layer = model.layers[0]
+    gpflux_avdgp.layers.place_anchors(model, x)
+    assert float(layer.anchor_reach) == pytest.approx(
+        reference.reach_of(x, layer.anchors.numpy()), rel=1e-12
+    )
+    before, batch = float(layer.anchor_reach), x[:50]
+    layer(tf.constant(batch), training=True)
+    expected = REACH_MOMENTUM * before + (1 - REACH_MOMENTUM) * reference.reach_of(
+        batch, layer.anchors.numpy()
+    )
+    assert float(layer.anchor_reach) == pytest.approx(expected, rel=1e-12)
+    layer(tf.constant(batch))  # prediction leaves it
+    assert float(layer.anchor_reach) == pytest.approx(expected, rel=1e-12)
+
+
+def test_the_reach_gate_reverts_beyond_the_training_rows_reach(rng):
+    """Rows on both sides of a gap the kernel spans: with ``reach_gate`` the gap's middle is the
+    prior, and a training row keeps the kernel's weight alone."""
+    x = np.concatenate([np.linspace(-2.0, -0.6, 40), np.linspace(0.6, 2.0, 40)])[:, None]
+    marginals = []
+    for gate in (None, 1.0):
+        layer = AmortizedGPLayer(
+            1, 3, 100, num_anchors=16, whiten=True, reach_gate=gate, seed=1,
+            kernel=gpflow.kernels.Matern52(lengthscales=2.0),
+        )  # fmt: skip
+        model = tf_keras.Sequential([tf_keras.Input((1,), dtype=tf.float64), layer])
+        gpflux_avdgp.layers.place_anchors(model, x)
+        weights = np.random.default_rng(7)  # the same network in both layers, q(u) not the prior
+        for weight in layer.inference.trainable_weights:
+            weight.assign(0.5 * weights.standard_normal(weight.shape))
+        marginals.append(unpack_numpy(layer(tf.constant([[0.0], [-2.0]])).numpy())[:2])
+        variance = layer.kernel.variance.numpy()
+    (mean, var), (gated_mean, gated_var) = marginals
+    assert abs(mean[0, 0, 0]) > 1e-3 and var[0, 0, 0] < 0.9 * variance  # q(u) kept in the gap
+    # in the gap the kernel explains nearly all (a_k > 0.9), the reach gate almost nothing
+    gate = reference.reach_weight(
+        np.array([[0.0]]), layer.anchors.numpy(), float(layer.anchor_reach), 1.0
+    )[0]
+    assert gate < 0.01
+    zero = tf.constant([[0.0]], tf.float64)
+    kernel_weight = anchor_weight(layer.kernel, zero, layer.anchors).numpy()[0]
+    assert kernel_weight > 0.9
+    # q_a of the kernel's weight gave (mean, var); with the gate's: the same blend of q and prior
+    q_mean = mean[0] / np.sqrt(kernel_weight)
+    q_var = (var[0] - (1 - kernel_weight) * variance) / kernel_weight
+    np.testing.assert_allclose(gated_mean[0], np.sqrt(gate) * q_mean, rtol=1e-6)
+    np.testing.assert_allclose(gated_var[0], gate * q_var + (1 - gate) * variance, rtol=1e-6)
+    np.testing.assert_allclose(gated_mean[1], mean[1], rtol=1e-12)  # a training row: unchanged
+    np.testing.assert_allclose(gated_var[1], var[1], rtol=1e-12)
+
+
+def test_the_reach_gate_is_checked_and_a_file_keeps_the_reach(rng, tmp_path):
+    with pytest.raises(ValueError, match="reach_gate: expected a scale > 0 with num_anchors"):
+        AmortizedGPLayer(1, 3, 10, whiten=True, num_anchors=0, reach_gate=1.0)
+    with pytest.raises(TypeError, match="reach_gate: expected a number"):
+        AmortizedGPLayer(1, 3, 10, whiten=True, num_anchors=4, reach_gate="far")
+    x = rng.normal(size=(50, 1))
+    model = gpflux_avdgp.build_avdgp(
+        1, [2, 1], 3, 50, gpflow.likelihoods.Gaussian(), num_points=4, reach_gate=0.5, seed=0
+    )
+    model.compile(tf_keras.optimizers.Adam(0.01))
+    model.fit(x, np.sin(x), batch_size=25, epochs=1, verbose=0)
+    model.save(tmp_path / "m.keras")
+    loaded = gpflux_avdgp.load_model(tmp_path / "m.keras")
+    for before, after in zip(model.layers[:2], loaded.layers[:2]):
+        assert after.reach_gate == 0.5
+        assert float(after.anchor_reach) == float(before.anchor_reach) > 0
+    far = np.array([[40.0]])
+    np.testing.assert_allclose(loaded.predict(far, verbose=0)["std"], model.predict(far)["std"])

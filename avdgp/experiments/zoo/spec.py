@@ -110,6 +110,8 @@ DESIGNS = {
     # input is off the data) at twice the anchors' spacing, alone and with identity means
     "spacing": {"spacing_gate": 2.0},
     "identity-spacing": {"hidden_mean_function": "identity", "spacing_gate": 2.0},
+    # the reach gate: reversion where a row is farther from the anchors than the training rows
+    "reach": {"reach_gate": 1.0},
     # the same without prior reversion in the amortized hidden layers
     "linear-hidden-global-last": {"whiten": False, "num_anchors": 0, "global_last": 32},
 }
