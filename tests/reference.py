@@ -174,29 +174,14 @@ def kl(kuu, q_mu, q_sqrt, *, whiten: bool) -> np.ndarray:
     return out
 
 
-def anchor_weight(
-    kernel: KernelFn, inputs: np.ndarray, anchors: np.ndarray, jitter: float = 0.0
-) -> np.ndarray:
-    """``a(h) = k(h, C) K_CC^-1 k(C, h) / k(h, h)`` per row of ``inputs``, explicit inverse;
-    ``K_CC`` plus ``jitter`` times its mean diagonal (the package's relative jitter)."""
-    kcc = gram(kernel, anchors, anchors)
-    kcc_inv = np.linalg.inv(kcc + jitter * np.mean(np.diag(kcc)) * np.eye(len(anchors)))
+def anchor_weight(kernel: KernelFn, inputs: np.ndarray, anchors: np.ndarray) -> np.ndarray:
+    """``a(h) = k(h, C) K_CC^-1 k(C, h) / k(h, h)`` per row of ``inputs``, explicit inverse."""
+    kcc_inv = np.linalg.inv(gram(kernel, anchors, anchors))
     out = np.zeros(len(inputs))
     for n, h in enumerate(inputs):
         khc = gram(kernel, h[None], anchors)[0]
         out[n] = khc @ kcc_inv @ khc / kernel(h, h)
     return out
-
-
-def spacing_weight(inputs: np.ndarray, anchors: np.ndarray, scale: float) -> np.ndarray:
-    """The spacing gate: :func:`anchor_weight` of a unit Matern-5/2 at lengthscale ``scale``
-    times the 0.9 quantile (the ``floor(0.9 (K - 1))``-th smallest) of the anchors' distances
-    to their nearest other anchor."""
-    distances = np.linalg.norm(anchors[:, None] - anchors[None], axis=-1)
-    np.fill_diagonal(distances, np.inf)
-    nearest = np.sort(distances.min(axis=1))
-    rank = int(np.floor(0.9 * (len(nearest) - 1)))
-    return anchor_weight(matern52(1.0, scale * nearest[rank]), inputs, anchors, jitter=1e-6)
 
 
 def reach_weight(inputs: np.ndarray, anchors: np.ndarray, reach: float, scale: float):

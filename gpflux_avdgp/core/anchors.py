@@ -30,7 +30,7 @@ import tensorflow as tf
 from check_shapes import check_shapes
 
 from .cholesky import identity, jittered_cholesky
-from .covariances import gram_against, prior_variances, squared_distances
+from .covariances import gram_against, prior_variances
 
 __all__ = [
     "anchor_weight",
@@ -38,7 +38,6 @@ __all__ = [
     "reach_of",
     "reach_weight",
     "revert_to_prior",
-    "spacing_weight",
     "spread_rows",
 ]
 
@@ -70,70 +69,12 @@ def anchor_weight(
     )  # K_CC [K, K], k(C, h) [K, N]
     if chol_cc is None:
         chol_cc = jittered_cholesky(kcc[None])[0]
-    return _explained_fraction(chol_cc, kch, prior_variances(kernel, inputs))
-
-
-def _explained_fraction(chol: tf.Tensor, kch: tf.Tensor, prior_variance: tf.Tensor) -> tf.Tensor:
-    """``k(h, C) K_CC^{-1} k(C, h) / k(h, h)`` ``[N]`` from ``chol(K_CC)`` ``[K, K]``,
-    ``k(C, h)`` ``[K, N]`` and ``k(h, h)`` ``[N]``, clipped to ``[0, 1]``."""
-    chol_inv = tf.linalg.triangular_solve(chol, identity(chol), lower=True)  # independent of N
+    chol_inv = tf.linalg.triangular_solve(chol_cc, identity(chol_cc), lower=True)  # not N's
     # a product row by row (not a solve with N right-hand sides): each row's value does not
     # depend on the other rows of the batch, to the last bit, as for the rest of the layer
     proj = tf.linalg.matmul(kch, chol_inv, transpose_a=True, transpose_b=True)  # [N, K]
     explained = tf.reduce_sum(tf.square(proj), axis=-1)  # [N]
-    return tf.clip_by_value(explained / prior_variance, 0.0, 1.0)
-
-
-#: Which quantile of the anchors' nearest-neighbour distances sets the spacing gate's length:
-#: anchors start on random rows, so the median is the spacing of their dense half, and rows in
-#: the wider holes between anchors would revert (``docs/design.md``, "The spacing gate").
-SPACING_QUANTILE = 0.9
-
-
-@check_shapes(
-    "inputs: [N, D]",
-    "anchors: [K, D]",
-    "return: [N]",
-)
-def spacing_weight(inputs: tf.Tensor, anchors: tf.Tensor, scale: float) -> tf.Tensor:
-    """The spacing gate ``a_s(h)``: :func:`anchor_weight` of a unit Matern-5/2 kernel whose
-    lengthscale is ``scale`` times the :data:`SPACING_QUANTILE` quantile of the anchors'
-    nearest-neighbour distances,
-
-        l_s = scale * quantile_0.9 {min_{j != k} |C_k - C_j| : k = 1..K},
-
-    a length the data's spacing sets, not the kernel (which can be long where the function is
-    smooth on the data and still changes inside a gap). ``l_s`` carries no gradient: the
-    objective cannot widen it to stop the gate firing. Needs ``K >= 2`` anchors.
-
-    :param inputs: amortization inputs ``h``, ``[N, D]``.
-    :param anchors: ``C``, ``[K, D]``.
-    :param scale: the multiple of the median spacing, ``> 0``.
-    :returns: ``[N]``, in ``[0, 1]``.
-    """
-    fixed = tf.stop_gradient(anchors)
-    count = tf.shape(fixed)[0]
-    squared = tf.reduce_sum(tf.square(fixed[:, None] - fixed[None]), axis=-1)  # [K, K]
-    squared += tf.eye(count, dtype=fixed.dtype) * fixed.dtype.max  # not its own neighbour
-    nearest = tf.sqrt(tf.reduce_min(squared, axis=-1))  # [K]
-    rank = tf.cast(SPACING_QUANTILE * tf.cast(count - 1, fixed.dtype), tf.int32)  # floor
-    lengthscale = scale * tf.sort(nearest)[rank]
-    # the unit Matern-5/2 on |h - C| / l_s (the same distances as the kernel's, centred)
-    both = tf.concat([anchors, inputs], axis=0) / lengthscale  # [K + N, D]
-    centre = tf.stop_gradient(tf.reduce_mean(both[:count], axis=0))
-    both = both - centre
-    rows = both[:count]
-    r2 = squared_distances(rows, both, tf.reduce_sum(tf.square(both), axis=-1))
-    gram = _unit_matern52(r2)  # [K, K + N]
-    chol = jittered_cholesky(gram[None, :, :count])[0]  # [K, K]
-    return _explained_fraction(chol, gram[:, count:], tf.ones_like(gram[0, count:]))
-
-
-def _unit_matern52(r2: tf.Tensor) -> tf.Tensor:
-    """``(1 + sqrt(5) r + 5 r^2 / 3) exp(-sqrt(5) r)`` of squared distances ``r2``."""
-    r = tf.sqrt(tf.maximum(r2, 1e-36))  # a finite gradient at r = 0
-    root5 = tf.cast(5.0**0.5, r2.dtype)
-    return (1.0 + root5 * r + 5.0 / 3.0 * r2) * tf.exp(-root5 * r)
+    return tf.clip_by_value(explained / prior_variances(kernel, inputs), 0.0, 1.0)
 
 
 #: The share of training rows within the reach of an anchor (:func:`reach_of`).

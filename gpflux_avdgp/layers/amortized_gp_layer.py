@@ -15,7 +15,6 @@ from ..core.anchors import (
     reach_of,
     reach_weight,
     revert_to_prior,
-    spacing_weight,
     spread_rows,
 )
 from ..core.cholesky import jittered_cholesky
@@ -103,11 +102,6 @@ class AmortizedGPLayer(MixtureLayer):
         ``AVDGPModel.fit`` calls), and are then trained.
     :param anchor_posterior: give the anchors a global whitened posterior of their own
         (:mod:`gpflux_avdgp.core.orthogonal`); needs ``num_anchors`` and ``num_data``.
-    :param spacing_gate: ``None`` (default) or a scale ``s > 0``: the reversion weight becomes
-        ``min(a(h), a_s(h))``, ``a_s`` measured at ``s`` times the anchors' median spacing
-        instead of the kernel's lengthscale
-        (:func:`~gpflux_avdgp.core.anchors.spacing_weight`), so ``q(u)`` reverts inside gaps
-        of the data that the kernel spans. Needs ``num_anchors >= 2``.
     :param reach_gate: ``None`` (default) or a scale ``s > 0``: the reversion weight becomes
         ``min(a(h), a_r(h))``, ``a_r`` 1 within the training rows' reach of an anchor and
         falling beyond it (:func:`~gpflux_avdgp.core.anchors.reach_weight`); the reach is
@@ -165,7 +159,6 @@ class AmortizedGPLayer(MixtureLayer):
         kl_convention: str | KLConvention = KLConvention.PAPER,
         num_anchors: int = 0,
         anchor_posterior: bool = False,
-        spacing_gate: Optional[float] = None,
         reach_gate: Optional[float] = None,
         rule: str | PropagationRule = PropagationRule.AR2P,
         num_points: Optional[int] = None,
@@ -209,8 +202,7 @@ class AmortizedGPLayer(MixtureLayer):
                 "num_data (its KL is counted once per data set)"
             )
         self.anchor_posterior = anchor_posterior
-        self.spacing_gate = _gate_scale("spacing_gate", spacing_gate, self.num_anchors, 2)
-        self.reach_gate = _gate_scale("reach_gate", reach_gate, self.num_anchors, 1)
+        self.reach_gate = _reach_scale(reach_gate, self.num_anchors)
         if not isinstance(kernel, gpflow.kernels.Kernel):
             make_kernel(kernel, 1, ard=False)  # validates the name now, not at build
         if not isinstance(mean_function, gpflow.mean_functions.MeanFunction):
@@ -315,9 +307,6 @@ class AmortizedGPLayer(MixtureLayer):
         """``a(h)`` ``[N]`` (``chol_cc``: ``chol(K_CC)`` if the caller has it); in training the
         reach gate's reach follows the batches."""
         weight = anchor_weight(kernel, amortization_input, self.anchors, chol_cc)
-        if self.spacing_gate is not None:
-            spacing = spacing_weight(amortization_input, self.anchors, self.spacing_gate)
-            weight = tf.minimum(weight, spacing)
         if self.reach_gate is not None:
             distances = nearest_anchor_distance(amortization_input, self.anchors)  # [N]
             reach = self.anchor_reach
@@ -469,7 +458,6 @@ class AmortizedGPLayer(MixtureLayer):
             kl_convention=self.kl_convention.value,
             num_anchors=self.num_anchors,
             anchor_posterior=self.anchor_posterior,
-            spacing_gate=self.spacing_gate,
             reach_gate=self.reach_gate,
         )
         return config
@@ -490,16 +478,16 @@ class AmortizedGPLayer(MixtureLayer):
 REACH_MOMENTUM = 0.9
 
 
-def _gate_scale(name: str, scale: Optional[float], num_anchors: int, least: int) -> Optional[float]:
-    """A gate's scale, checked: ``None``, or a number ``> 0`` with ``num_anchors >= least``."""
+def _reach_scale(scale: Optional[float], num_anchors: int) -> Optional[float]:
+    """``reach_gate`` checked: ``None``, or a number ``> 0`` with anchors to measure from."""
     if scale is None:
         return None
     if isinstance(scale, bool) or not isinstance(scale, (int, float)):
-        raise TypeError(f"{name}: expected a number or None, got {scale!r}")
-    if not (scale > 0 and num_anchors >= least):
+        raise TypeError(f"reach_gate: expected a number or None, got {scale!r}")
+    if not (scale > 0 and num_anchors > 0):
         raise ValueError(
-            f"{name}: expected a scale > 0 with num_anchors >= {least}, got "
-            f"{name}={scale} and num_anchors={num_anchors}"
+            f"reach_gate: expected a scale > 0 with num_anchors > 0, got reach_gate={scale} "
+            f"and num_anchors={num_anchors}"
         )
     return float(scale)
 

@@ -13,7 +13,6 @@ from gpflux_avdgp.core.anchors import (
     reach_of,
     reach_weight,
     revert_to_prior,
-    spacing_weight,
     spread_rows,
 )
 from gpflux_avdgp.core.conditionals import amortized_conditional, amortized_kl
@@ -42,57 +41,6 @@ def test_anchor_weight_survives_coinciding_anchors(rng):
     anchors = np.repeat(rng.normal(size=(1, D)), K, axis=0)  # the first batch may repeat rows
     weight = anchor_weight(_kernel(), tf.constant(anchors[:1]), tf.constant(anchors)).numpy()
     assert np.isfinite(weight).all() and weight[0] > 1 - 1e-4
-
-
-@pytest.mark.parametrize("scale", [0.5, 3.0])
-def test_spacing_weight_matches_reference(rng, scale):
-    anchors = np.concatenate([np.linspace(-2.0, -0.6, 4), np.linspace(0.6, 2.0, 4)])[:, None]
-    inputs = np.array([[-2.0], [-1.1], [0.0], [0.3], [5.0]])  # an anchor, between, a gap
-    weight = spacing_weight(tf.constant(inputs), tf.constant(anchors), scale).numpy()
-    expected = reference.spacing_weight(inputs, anchors, scale)
-    np.testing.assert_allclose(weight, expected, rtol=1e-5, atol=1e-5)
-    assert weight[0] > 1 - 1e-4, "an anchor explains itself"
-    # the kernel with lengthscale 0.9 spans the 1.2-wide gap; the spacing (0.47) does not
-    kernel_weight = anchor_weight(_kernel(), tf.constant(inputs), tf.constant(anchors)).numpy()
-    assert kernel_weight[2] > 0.85
-    if scale == 0.5:
-        assert weight[2] < 0.05
-
-
-def test_spacing_weight_takes_its_length_from_the_wide_holes_between_anchors(rng):
-    """Random anchors: the 0.9 quantile of the nearest-neighbour distances, not the median,
-    so that data in the wider holes between random anchors stay explained."""
-    anchors = np.sort(rng.uniform(-2.0, 2.0, (32, 1)), axis=0)
-    inputs = rng.uniform(-2.0, 2.0, (200, 1))
-    weight = spacing_weight(tf.constant(inputs), tf.constant(anchors), 2.0).numpy()
-    np.testing.assert_allclose(weight, reference.spacing_weight(inputs, anchors, 2.0), atol=1e-5)
-    holes = np.sort(np.diff(anchors[:, 0]))
-    assert np.quantile(holes, 0.9) > 1.5 * np.median(holes)  # the two rules differ here
-    assert np.percentile(weight, 5) > 0.8
-
-
-def test_spacing_weight_takes_no_gradient_through_its_lengthscale(rng):
-    anchors = tf.Variable(rng.normal(size=(K, D)))
-    inputs = tf.constant(rng.normal(size=(3, D)))
-    with tf.GradientTape() as tape:
-        weight = tf.reduce_sum(spacing_weight(inputs, anchors, 1.0))
-    gradient = tape.gradient(weight, anchors).numpy()
-    # reference: the same weight with the lengthscale held at its value
-    step = 1e-6
-    nearest = np.linalg.norm(anchors.numpy()[:, None] - anchors.numpy()[None], axis=-1)
-    np.fill_diagonal(nearest, np.inf)
-    lengthscale = np.sort(nearest.min(axis=1))[int(np.floor(0.9 * (K - 1)))]
-    kernel = reference.matern52(1.0, lengthscale)
-    numeric = np.zeros((K, D))
-    for k in range(K):
-        for d in range(D):
-            moved = anchors.numpy().copy()
-            moved[k, d] += step
-            up = reference.anchor_weight(kernel, inputs.numpy(), moved).sum()
-            moved[k, d] -= 2 * step
-            down = reference.anchor_weight(kernel, inputs.numpy(), moved).sum()
-            numeric[k, d] = (up - down) / (2 * step)
-    np.testing.assert_allclose(gradient, numeric, rtol=1e-4, atol=1e-6)
 
 
 def test_reach_gate_matches_reference(rng):

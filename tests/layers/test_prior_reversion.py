@@ -258,45 +258,6 @@ def test_a_trained_linear_mean_moves_where_the_identity_does_not(rng):
     assert not np.array_equal(model.layers[0].mean_function.A.numpy(), np.eye(1, 3))
 
 
-def test_the_spacing_gate_reverts_in_a_gap_the_kernel_spans(rng):
-    """Anchors on both sides of a gap narrower than the lengthscale: the kernel's weight keeps
-    ``q(u)`` in the gap; with ``spacing_gate`` the layer is its prior there, and on an anchor
-    both layers give the same marginals (``a = 1`` up to the jitter)."""
-    anchors = np.concatenate([np.linspace(-2.0, -0.6, 8), np.linspace(0.6, 2.0, 8)])[:, None]
-    marginals = []
-    for gate in (None, 0.5):
-        layer = AmortizedGPLayer(
-            1, 3, 100, num_anchors=16, whiten=True, spacing_gate=gate, seed=1,
-            kernel=gpflow.kernels.Matern52(lengthscales=2.0),
-        )  # fmt: skip
-        layer(tf.constant(anchors), training=True)  # places the anchors on these rows
-        np.testing.assert_array_equal(layer.anchors.numpy(), anchors)
-        weights = np.random.default_rng(7)  # the same network in both layers, q(u) not the prior
-        for weight in layer.inference.trainable_weights:
-            weight.assign(0.5 * weights.standard_normal(weight.shape))
-        points = np.array([[0.0], [-2.0]])  # the gap's middle, an anchor
-        marginals.append(unpack_numpy(layer(tf.constant(points)).numpy())[:2])
-        variance = layer.kernel.variance.numpy()
-    (mean, var), (gated_mean, gated_var) = marginals
-    assert abs(mean[0, 0, 0]) > 1e-3 and var[0, 0, 0] < 0.9 * variance  # q(u) kept in the gap
-    np.testing.assert_allclose(gated_mean[0], 0.0, atol=1e-4)  # the prior: mean 0, k(x, x)
-    np.testing.assert_allclose(gated_var[0], variance, rtol=1e-4)
-    np.testing.assert_allclose(gated_mean[1], mean[1], rtol=1e-4, atol=1e-6)
-    np.testing.assert_allclose(gated_var[1], var[1], rtol=1e-4)
-
-
-def test_the_spacing_gate_is_checked_and_saved():
-    with pytest.raises(ValueError, match="spacing_gate: expected a scale > 0 with num_anchors"):
-        AmortizedGPLayer(1, 3, 10, whiten=True, num_anchors=0, spacing_gate=1.0)
-    with pytest.raises(ValueError, match="spacing_gate"):
-        AmortizedGPLayer(1, 3, 10, whiten=True, num_anchors=4, spacing_gate=0.0)
-    with pytest.raises(TypeError, match="spacing_gate: expected a number"):
-        AmortizedGPLayer(1, 3, 10, whiten=True, num_anchors=4, spacing_gate=True)
-    layer = AmortizedGPLayer(1, 3, 10, whiten=True, num_anchors=4, spacing_gate=3)
-    assert layer.get_config()["spacing_gate"] == 3.0
-    assert AmortizedGPLayer.from_config(layer.get_config()).spacing_gate == 3.0
-
-
 def test_the_reach_is_measured_where_the_anchors_are_placed_then_follows_training(rng):
     from gpflux_avdgp.layers.amortized_gp_layer import REACH_MOMENTUM
 

@@ -106,10 +106,6 @@ DESIGNS = {
         "hidden_mean_function": "identity",
         "anchor_posterior": (False, False, True),
     },
-    # the spacing gate (reversion also where the anchors' spacing, not the kernel, says the
-    # input is off the data) at twice the anchors' spacing, alone and with identity means
-    "spacing": {"spacing_gate": 2.0},
-    "identity-spacing": {"hidden_mean_function": "identity", "spacing_gate": 2.0},
     # the reach gate: reversion where a row is farther from the anchors than the training rows
     "reach": {"reach_gate": 1.0},
     # the same without prior reversion in the amortized hidden layers
