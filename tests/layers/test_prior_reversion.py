@@ -281,10 +281,12 @@ def test_the_reach_is_measured_where_the_anchors_are_placed_then_follows_trainin
 
 
 def test_the_reach_gate_reverts_beyond_the_training_rows_reach(rng):
-    """Rows on both sides of a gap the kernel spans: with ``reach_gate`` the gap's middle is the
-    prior, and a training row keeps the kernel's weight alone."""
+    """Rows on both sides of a gap the kernel spans: with ``reach_gate`` the gap's middle is
+    (nearly) the prior, blended by the gate's weight, and a training row keeps the kernel's
+    weight alone."""
     x = np.concatenate([np.linspace(-2.0, -0.6, 40), np.linspace(0.6, 2.0, 40)])[:, None]
-    marginals = []
+    points = tf.constant([[0.0], [-2.0]], tf.float64)  # the gap's middle, a training row
+    layers, marginals = [], []
     for gate in (None, 1.0):
         layer = AmortizedGPLayer(
             1, 3, 100, num_anchors=16, whiten=True, reach_gate=gate, seed=1,
@@ -295,25 +297,25 @@ def test_the_reach_gate_reverts_beyond_the_training_rows_reach(rng):
         weights = np.random.default_rng(7)  # the same network in both layers, q(u) not the prior
         for weight in layer.inference.trainable_weights:
             weight.assign(0.5 * weights.standard_normal(weight.shape))
-        marginals.append(unpack_numpy(layer(tf.constant([[0.0], [-2.0]])).numpy())[:2])
-        variance = layer.kernel.variance.numpy()
+        layers.append(layer)
+        marginals.append(unpack_numpy(layer(points).numpy())[:2])
     (mean, var), (gated_mean, gated_var) = marginals
+    variance = layers[0].kernel.variance.numpy()
     assert abs(mean[0, 0, 0]) > 1e-3 and var[0, 0, 0] < 0.9 * variance  # q(u) kept in the gap
-    # in the gap the kernel explains nearly all (a_k > 0.9), the reach gate almost nothing
+    # q from the plain layer's kernel weight, then blended by the gated layer's min(a_k, a_r)
+    plain, gated = (anchor_weight(one.kernel, points, one.anchors).numpy() for one in layers)
+    assert plain[0] > 0.9 and gated[0] > 0.9  # the kernel spans the gap
     gate = reference.reach_weight(
-        np.array([[0.0]]), layer.anchors.numpy(), float(layer.anchor_reach), 1.0
-    )[0]
-    assert gate < 0.01
-    zero = tf.constant([[0.0]], tf.float64)
-    kernel_weight = anchor_weight(layer.kernel, zero, layer.anchors).numpy()[0]
-    assert kernel_weight > 0.9
-    # q_a of the kernel's weight gave (mean, var); with the gate's: the same blend of q and prior
-    q_mean = mean[0] / np.sqrt(kernel_weight)
-    q_var = (var[0] - (1 - kernel_weight) * variance) / kernel_weight
-    np.testing.assert_allclose(gated_mean[0], np.sqrt(gate) * q_mean, rtol=1e-6)
-    np.testing.assert_allclose(gated_var[0], gate * q_var + (1 - gate) * variance, rtol=1e-6)
-    np.testing.assert_allclose(gated_mean[1], mean[1], rtol=1e-12)  # a training row: unchanged
-    np.testing.assert_allclose(gated_var[1], var[1], rtol=1e-12)
+        points.numpy(), layers[1].anchors.numpy(), float(layers[1].anchor_reach), 1.0
+    )
+    assert gate[0] < 0.01 and gate[1] == 1.0
+    weight = np.minimum(gated, gate)
+    q_mean = mean[:, 0, 0] / np.sqrt(plain)
+    q_var = (var[:, 0, 0] - (1 - plain) * variance) / plain
+    np.testing.assert_allclose(gated_mean[:, 0, 0], np.sqrt(weight) * q_mean, rtol=1e-6)
+    np.testing.assert_allclose(
+        gated_var[:, 0, 0], weight * q_var + (1 - weight) * variance, rtol=1e-6
+    )
 
 
 def test_the_reach_gate_is_checked_and_a_file_keeps_the_reach(rng, tmp_path):
