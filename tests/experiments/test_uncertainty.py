@@ -112,6 +112,7 @@ def test_design_names():
         "identity-hidden",
         "identity-anchor-posterior-last",
         "reach",
+        "identity-reach",
     }
     with pytest.raises(ValueError, match="expected a design in"):
         split_design("avdgp-ar2p:fast")
@@ -165,8 +166,11 @@ def test_identity_designs_fix_the_hidden_means(design, flags):
     assert [layer.anchor_posterior for layer in layers] == flags
 
 
-def test_the_reach_design_gates_every_layer():
-    assert [layer.reach_gate for layer in _gp_layers("reach")] == [1.0] * 3
+@pytest.mark.parametrize("design, means", [("reach", "linear"), ("identity-reach", "identity")])
+def test_the_reach_designs_gate_every_layer(design, means):
+    layers = _gp_layers(design)
+    assert [layer.reach_gate for layer in layers] == [1.0] * 3
+    assert [layer.get_config()["mean_function"] for layer in layers] == [means] * 2 + [None]
 
 
 def test_one_anchor_posterior_flag_per_layer_or_a_refusal():

@@ -108,6 +108,7 @@ DESIGNS = {
     },
     # the reach gate: reversion where a row is farther from the anchors than the training rows
     "reach": {"reach_gate": 1.0},
+    "identity-reach": {"hidden_mean_function": "identity", "reach_gate": 1.0},
     # the same without prior reversion in the amortized hidden layers
     "linear-hidden-global-last": {"whiten": False, "num_anchors": 0, "global_last": 32},
 }
