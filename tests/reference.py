@@ -200,15 +200,6 @@ def reach_of(inputs: np.ndarray, anchors: np.ndarray) -> float:
     return float(nearest[int(np.floor(0.99 * (len(nearest) - 1)))])
 
 
-def farthest_rows(inputs: np.ndarray, count: int) -> np.ndarray:
-    """Farthest-point sampling from row 0, the first row on ties."""
-    chosen = [0]
-    while len(chosen) < count:
-        nearest = [min(np.sum((h - inputs[c]) ** 2) for c in chosen) for h in inputs]
-        chosen.append(int(np.argmax(nearest)))
-    return inputs[chosen]
-
-
 def reverted_q(q_mu, q_sqrt, weight):
     """``q_a(v) = N(sqrt(a) m, a S + (1 - a) I)`` per problem and output: the means ``[N, M, Q]``
     and covariances ``[N, Q, M, M]``, from the definition."""

@@ -34,7 +34,6 @@ from .covariances import gram_against, prior_variances
 
 __all__ = [
     "anchor_weight",
-    "farthest_rows",
     "nearest_anchor_distance",
     "reach_of",
     "reach_weight",
@@ -178,28 +177,3 @@ def spread_rows(inputs: tf.Tensor, count: int) -> tf.Tensor:
     """
     rows = tf.range(count, dtype=tf.int64) * tf.cast(tf.shape(inputs)[0], tf.int64) // count
     return tf.gather(inputs, rows)
-
-
-@check_shapes(
-    "inputs: [N, D]",
-    "return: [K, D]",
-)
-def farthest_rows(inputs: tf.Tensor, count: int) -> tf.Tensor:
-    """``count`` rows of ``inputs`` by farthest-point sampling: row 0, then each time the row
-    farthest from those taken (its distance to the nearest of them the largest; the first such
-    row on ties). The rows cover the data evenly, so the largest hole between them, which
-    sets the reach, is about the typical one; random rows leave holes about ``log K`` times
-    wider. Rows repeat when ``N < K``.
-
-    :param inputs: ``[N, D]``.
-    :param count: ``K``.
-    :returns: ``[K, D]``.
-    """
-    chosen = [tf.constant(0, tf.int64)]
-    nearest = tf.reduce_sum(tf.square(inputs - inputs[0]), axis=-1)  # [N], squared
-    for _ in range(count - 1):
-        index = tf.argmax(nearest)
-        chosen.append(index)
-        moved = tf.reduce_sum(tf.square(inputs - tf.gather(inputs, index)), axis=-1)
-        nearest = tf.minimum(nearest, moved)
-    return tf.gather(inputs, tf.stack(chosen))

@@ -11,7 +11,6 @@ from gpflow.keras import tf_keras
 
 from ..core.anchors import (
     anchor_weight,
-    farthest_rows,
     nearest_anchor_distance,
     reach_of,
     reach_weight,
@@ -323,26 +322,19 @@ class AmortizedGPLayer(MixtureLayer):
         one before training); a training graph traced while they are not yet placed places
         them on its first batch."""
         if self._placing_anchors:  # eager, inside place_anchors
-            self.anchors.assign(self._starting_anchors(amortization_input))
+            self.anchors.assign(spread_rows(amortization_input, self.num_anchors))
             self.anchors_placed.assign(1)
             if self.reach_gate is not None:
                 reach = reach_of(nearest_anchor_distance(amortization_input, self.anchors))
                 self.anchor_reach.assign(reach)
         elif training and not self._anchors_placed_now():
-            first = self._starting_anchors(amortization_input)  # [K, D]
+            first = spread_rows(amortization_input, self.num_anchors)  # [K, D]
             placed = self.anchors_placed > 0
             self.anchors.assign(tf.where(placed, self.anchors, first))
             if self.reach_gate is not None:
                 reach = reach_of(nearest_anchor_distance(amortization_input, first))
                 self.anchor_reach.assign(tf.where(placed, self.anchor_reach, reach))
             self.anchors_placed.assign(1)
-
-    def _starting_anchors(self, amortization_input: tf.Tensor) -> tf.Tensor:
-        """Where the anchors start, ``[K, D]``: rows spread over the placement rows, or with
-        the reach gate, rows that cover them evenly (farthest-point sampling)."""
-        if self.reach_gate is None:
-            return spread_rows(amortization_input, self.num_anchors)
-        return farthest_rows(amortization_input, self.num_anchors)
 
     def _anchors_placed_now(self) -> bool:
         """Whether the anchors are placed, read outside any graph being traced: a graph traced

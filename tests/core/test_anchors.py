@@ -9,7 +9,6 @@ from helpers import REFERENCE_TOLERANCE
 
 from gpflux_avdgp.core.anchors import (
     anchor_weight,
-    farthest_rows,
     nearest_anchor_distance,
     reach_of,
     reach_weight,
@@ -69,16 +68,6 @@ def test_reach_gate_gradient_is_finite_on_an_anchor(rng):
     gradients = tape.gradient(total, [inputs, anchors])
     assert all(np.isfinite(g.numpy()).all() for g in gradients)
     assert np.abs(gradients[0].numpy()[2:]).sum() > 0  # rows beyond the reach pull
-
-
-@pytest.mark.parametrize("rows, count", [(60, 8), (5, 8)])
-def test_farthest_rows_match_reference_and_cover_evenly(rng, rows, count):
-    inputs = rng.uniform(-2.0, 2.0, (rows, 2))
-    chosen = farthest_rows(tf.constant(inputs), count).numpy()
-    np.testing.assert_array_equal(chosen, reference.farthest_rows(inputs, count))
-    line = np.sort(rng.uniform(-2.0, 2.0, (500, 1)), axis=0)
-    holes = np.diff(np.sort(farthest_rows(tf.constant(line), 16).numpy()[:, 0]))
-    assert holes.max() < 2.0 * np.median(holes)  # random rows leave holes ~log(16) wider
 
 
 def _q(rng, full_rank: bool):
