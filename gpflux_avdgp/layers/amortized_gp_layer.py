@@ -310,11 +310,9 @@ class AmortizedGPLayer(MixtureLayer):
         if self.reach_gate is not None:
             distances = nearest_anchor_distance(amortization_input, self.anchors)  # [N]
             reach = self.anchor_reach
-            if training and not self._placing_anchors:  # the one update of a training step
-                with tf.name_scope("reach_update"):
-                    batch_reach = reach_of(distances)
-                    reach = REACH_MOMENTUM * reach + (1.0 - REACH_MOMENTUM) * batch_reach
-                    self.anchor_reach.assign(reach)
+            if training and not self._placing_anchors:
+                reach = REACH_MOMENTUM * reach + (1.0 - REACH_MOMENTUM) * reach_of(distances)
+                self.anchor_reach.assign(reach)
             weight = tf.minimum(weight, reach_weight(distances, reach, self.reach_gate))
         return weight
 
