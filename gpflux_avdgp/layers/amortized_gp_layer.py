@@ -105,8 +105,10 @@ class AmortizedGPLayer(MixtureLayer):
     :param reach_gate: ``None`` (default) or a scale ``s > 0``: the reversion weight becomes
         ``min(a(h), a_r(h))``, ``a_r`` 1 within the training rows' reach of an anchor and
         falling beyond it (:func:`~gpflux_avdgp.core.anchors.reach_weight`); the reach is
-        measured where the anchors are placed and followed in training (``anchor_reach``).
-        Needs ``num_anchors``.
+        measured where the anchors are placed and followed in training (``anchor_reach``, a
+        running statistic updated in the forward pass as batch normalisation's are: a step
+        that :class:`~gpflux_avdgp.AVDGPModel` stops for a NaN gradient has moved it). Needs
+        ``num_anchors``.
     :param rule: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
     :param num_points: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
     :param num_train_samples: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.

@@ -278,6 +278,9 @@ def test_the_reach_is_measured_where_the_anchors_are_placed_then_follows_trainin
     assert float(layer.anchor_reach) == pytest.approx(expected, rel=1e-12)
     layer(tf.constant(batch))  # prediction leaves it
     assert float(layer.anchor_reach) == pytest.approx(expected, rel=1e-12)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="inputs x of"):
+        layer(tf.constant(np.full((5, 1), np.nan)), training=True)  # refused before it moves
+    assert float(layer.anchor_reach) == pytest.approx(expected, rel=1e-12)
 
 
 def test_the_reach_gate_reverts_beyond_the_training_rows_reach(rng):
