@@ -312,8 +312,13 @@ class AmortizedGPLayer(MixtureLayer):
         if self.reach_gate is not None:
             distances = nearest_anchor_distance(amortization_input, self.anchors)  # [N]
             reach = self.anchor_reach
-            if training and not self._placing_anchors:
-                reach = REACH_MOMENTUM * reach + (1.0 - REACH_MOMENTUM) * reach_of(distances)
+            if self._placing_anchors:  # measured on the placement rows
+                reach = reach_of(distances)
+                self.anchor_reach.assign(reach)
+            elif training:  # followed; 0 until measured (anchors placed on this first batch)
+                batch_reach = reach_of(distances)
+                followed = REACH_MOMENTUM * reach + (1.0 - REACH_MOMENTUM) * batch_reach
+                reach = tf.where(reach > 0, followed, batch_reach)
                 self.anchor_reach.assign(reach)
             weight = tf.minimum(weight, reach_weight(distances, reach, self.reach_gate))
         return weight
@@ -326,16 +331,9 @@ class AmortizedGPLayer(MixtureLayer):
         if self._placing_anchors:  # eager, inside place_anchors
             self.anchors.assign(spread_rows(amortization_input, self.num_anchors))
             self.anchors_placed.assign(1)
-            if self.reach_gate is not None:
-                reach = reach_of(nearest_anchor_distance(amortization_input, self.anchors))
-                self.anchor_reach.assign(reach)
         elif training and not self._anchors_placed_now():
             first = spread_rows(amortization_input, self.num_anchors)  # [K, D]
-            placed = self.anchors_placed > 0
-            self.anchors.assign(tf.where(placed, self.anchors, first))
-            if self.reach_gate is not None:
-                reach = reach_of(nearest_anchor_distance(amortization_input, first))
-                self.anchor_reach.assign(tf.where(placed, self.anchor_reach, reach))
+            self.anchors.assign(tf.where(self.anchors_placed > 0, self.anchors, first))
             self.anchors_placed.assign(1)
 
     def _anchors_placed_now(self) -> bool:

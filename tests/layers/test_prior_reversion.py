@@ -339,3 +339,11 @@ def test_the_reach_gate_is_checked_and_a_file_keeps_the_reach(rng, tmp_path):
         assert float(after.anchor_reach) == float(before.anchor_reach) > 0
     far = np.array([[40.0]])
     np.testing.assert_allclose(loaded.predict(far, verbose=0)["std"], model.predict(far)["std"])
+
+
+def test_a_graph_traced_before_placement_measures_the_reach_on_its_first_batch(rng):
+    layer = AmortizedGPLayer(1, 3, 100, num_anchors=4, whiten=True, reach_gate=1.0)
+    batch = tf.constant(rng.normal(size=(30, 1)))
+    tf.function(lambda x: layer(x, training=True))(batch)
+    expected = reference.reach_of(batch.numpy(), layer.anchors.numpy())
+    assert float(layer.anchor_reach) == pytest.approx(expected, rel=1e-12) and expected > 0
