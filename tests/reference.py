@@ -186,18 +186,34 @@ def anchor_weight(kernel: KernelFn, inputs: np.ndarray, anchors: np.ndarray) -> 
 
 def reach_weight(inputs: np.ndarray, anchors: np.ndarray, reach: float, scale: float):
     """The reach gate ``exp(-(max(0, d - r) / (s r))^2 / 2)`` of each row's distance ``d`` to
-    its nearest anchor, ``[N]``."""
-    out = np.zeros(len(inputs))
+    its nearest anchor, ``[N]``; 1 where ``r = 0``."""
+    out = np.ones(len(inputs))
     for n, h in enumerate(inputs):
         nearest = min(math.sqrt(np.sum((h - c) ** 2)) for c in anchors)
-        out[n] = math.exp(-0.5 * (max(0.0, nearest - reach) / (scale * reach)) ** 2)
+        if reach > 0:
+            out[n] = math.exp(-0.5 * (max(0.0, nearest - reach) / (scale * reach)) ** 2)
     return out
 
 
+def anchor_spacing(anchors: np.ndarray) -> float:
+    """The lower median over anchors of the distance to the nearest anchor at another place."""
+    nearest = []
+    for k, c in enumerate(anchors):
+        others = [np.linalg.norm(c - o) for j, o in enumerate(anchors) if j != k]
+        others = [d for d in others if d > 0]
+        if others:
+            nearest.append(min(others))
+    if not nearest:
+        return 0.0
+    return float(np.sort(nearest)[(len(nearest) - 1) // 2])
+
+
 def reach_of(inputs: np.ndarray, anchors: np.ndarray) -> float:
-    """The ``floor(0.99 (N - 1))``-th smallest nearest-anchor distance of the rows."""
+    """The ``floor(0.99 (N - 1))``-th smallest nearest-anchor distance of the rows, at least
+    half the anchors' spacing."""
     nearest = np.sort([min(np.linalg.norm(h - c) for c in anchors) for h in inputs])
-    return float(nearest[int(np.floor(0.99 * (len(nearest) - 1)))])
+    quantile = float(nearest[int(np.floor(0.99 * (len(nearest) - 1)))])
+    return max(quantile, 0.5 * anchor_spacing(anchors))
 
 
 def reverted_q(q_mu, q_sqrt, weight):

@@ -33,6 +33,7 @@ from .cholesky import identity, jittered_cholesky
 from .covariances import gram_against, prior_variances
 
 __all__ = [
+    "anchor_spacing",
     "anchor_weight",
     "nearest_anchor_distance",
     "reach_of",
@@ -99,19 +100,45 @@ def nearest_anchor_distance(inputs: tf.Tensor, anchors: tf.Tensor) -> tf.Tensor:
 
 
 @check_shapes(
-    "distances: [N]",
+    "anchors: [K, D]",
     "return: []",
 )
-def reach_of(distances: tf.Tensor) -> tf.Tensor:
+def anchor_spacing(anchors: tf.Tensor) -> tf.Tensor:
+    """The anchors' typical spacing: the median over anchors of the distance to the nearest
+    anchor at another place (anchors that coincide, as repeated rows give, are one place;
+    the lower median), 0 if all anchors are at one place.
+
+    :param anchors: ``C``, ``[K, D]``.
+    :returns: ``[]``, with no gradient.
+    """
+    squared = tf.reduce_sum(tf.square(anchors[:, None, :] - anchors[None]), axis=-1)  # [K, K]
+    elsewhere = tf.where(squared > 0, squared, tf.constant(np.inf, squared.dtype))
+    nearest = tf.sort(tf.sqrt(tf.reduce_min(elsewhere, axis=-1)))  # [K], inf where alone
+    count = tf.reduce_sum(tf.cast(tf.math.is_finite(nearest), tf.int32))
+    median = tf.gather(nearest, tf.maximum(count - 1, 0) // 2)
+    return tf.stop_gradient(tf.where(count > 0, median, tf.zeros_like(median)))
+
+
+@check_shapes(
+    "distances: [N]",
+    "anchors: [K, D]",
+    "return: []",
+)
+def reach_of(distances: tf.Tensor, anchors: tf.Tensor) -> tf.Tensor:
     """The reach ``r``: the :data:`REACH_QUANTILE` quantile of training rows' nearest-anchor
-    distances (the ``floor(q (N - 1))``-th smallest), with no gradient.
+    distances (the ``floor(q (N - 1))``-th smallest), and at least half the anchors' spacing
+    (:func:`anchor_spacing`), with no gradient. The floor matters where the rows are few
+    beside the anchors (``N <= K`` puts an anchor on every row, so the quantile is 0): rows
+    no further apart than the anchors are then within reach of each other.
 
     :param distances: ``d(h)`` of training rows, ``[N]``.
-    :returns: ``[]``.
+    :param anchors: ``C``, ``[K, D]``.
+    :returns: ``[]``; 0 only if all anchors and rows are at one place.
     """
     count = tf.shape(distances)[0]
     rank = tf.cast(REACH_QUANTILE * tf.cast(count - 1, distances.dtype), tf.int32)  # floor
-    return tf.stop_gradient(tf.sort(distances)[rank])
+    quantile = tf.sort(distances)[rank]
+    return tf.stop_gradient(tf.maximum(quantile, 0.5 * anchor_spacing(anchors)))
 
 
 @check_shapes(
@@ -122,15 +149,19 @@ def reach_of(distances: tf.Tensor) -> tf.Tensor:
 def reach_weight(distances: tf.Tensor, reach: tf.Tensor, scale: float) -> tf.Tensor:
     """The reach gate ``a_r(h) = exp(-(max(0, d(h) - r) / (s r))^2 / 2)``: 1 within the
     training rows' reach ``r`` of an anchor, then falling with the distance beyond it, by
-    ``e^{-1/2}`` at ``s`` reaches further.
+    ``e^{-1/2}`` at ``s`` reaches further; 1 everywhere while ``r = 0`` (not measured yet,
+    or every anchor and row at one place).
 
     :param distances: ``d(h)``, ``[N]``.
-    :param reach: ``r > 0``, ``[]``.
+    :param reach: ``r >= 0``, ``[]``.
     :param scale: ``s > 0``.
     :returns: ``[N]``, in ``(0, 1]``.
     """
-    excess = tf.nn.relu(distances - reach) / (scale * reach)
-    return tf.exp(-0.5 * tf.square(excess))
+    measured = reach > 0
+    excess = tf.nn.relu(distances - reach) / (
+        scale * tf.where(measured, reach, tf.ones_like(reach))
+    )
+    return tf.where(measured, tf.exp(-0.5 * tf.square(excess)), tf.ones_like(distances))
 
 
 @check_shapes(

@@ -313,13 +313,14 @@ class AmortizedGPLayer(MixtureLayer):
             distances = nearest_anchor_distance(amortization_input, self.anchors)  # [N]
             reach = self.anchor_reach
             if self._placing_anchors:  # measured on the placement rows
-                reach = reach_of(distances)
+                reach = reach_of(distances, self.anchors)
                 self.anchor_reach.assign(reach)
             elif training:  # followed; 0 until measured (anchors placed on this first batch)
-                batch_reach = reach_of(distances)
-                followed = REACH_MOMENTUM * reach + (1.0 - REACH_MOMENTUM) * batch_reach
-                reach = tf.where(reach > 0, followed, batch_reach)
-                self.anchor_reach.assign(reach)
+                with tf.name_scope("reach_update"):
+                    batch_reach = reach_of(distances, self.anchors)
+                    followed = REACH_MOMENTUM * reach + (1.0 - REACH_MOMENTUM) * batch_reach
+                    reach = tf.where(reach > 0, followed, batch_reach)
+                    self.anchor_reach.assign(reach)
             weight = tf.minimum(weight, reach_weight(distances, reach, self.reach_gate))
         return weight
 

@@ -10,6 +10,7 @@ from helpers import REFERENCE_TOLERANCE
 from gpflux_avdgp.core.anchors import (
     anchor_weight,
     nearest_anchor_distance,
+    anchor_spacing,
     reach_of,
     reach_weight,
     revert_to_prior,
@@ -47,7 +48,7 @@ def test_reach_gate_matches_reference(rng):
     anchors = rng.normal(size=(K, D))
     rows = rng.normal(size=(300, D))
     distances = nearest_anchor_distance(tf.constant(rows), tf.constant(anchors))
-    reach = reach_of(distances)
+    reach = reach_of(distances, tf.constant(anchors))
     assert float(reach) == pytest.approx(reference.reach_of(rows, anchors), rel=1e-12)
     inputs = np.concatenate([anchors[:1], rows[:5], [[9.0, -9.0]]])
     weight = reach_weight(
@@ -57,6 +58,32 @@ def test_reach_gate_matches_reference(rng):
     np.testing.assert_allclose(weight, expected, rtol=1e-12, atol=1e-300)
     assert weight[0] == 1.0 and weight[-1] < 1e-6  # on an anchor; far away
     assert np.mean(reach_weight(distances, reach, 0.5).numpy() == 1.0) >= 0.99  # the rows
+
+
+def test_with_no_more_rows_than_anchors_the_reach_is_half_their_spacing(rng):
+    """``N <= K`` puts an anchor on every row (rows repeat): the quantile is 0, so the reach is
+    half the anchors' spacing and a gap no wider than the rows' spacing does not revert."""
+    rows = rng.uniform(-2.0, 2.0, (K - 1, 1))
+    anchors = rows[np.arange(K) * len(rows) // K]  # spread_rows of the rows: one repeats
+    distances = nearest_anchor_distance(tf.constant(rows), tf.constant(anchors))
+    assert np.all(distances.numpy() < 1e-100)  # the quantile alone would be 0
+    spacing = float(anchor_spacing(tf.constant(anchors)))
+    assert spacing == pytest.approx(reference.anchor_spacing(anchors), rel=1e-12) and spacing > 0
+    reach = float(reach_of(distances, tf.constant(anchors)))
+    assert reach == pytest.approx(reference.reach_of(rows, anchors), rel=1e-12)
+    assert reach == pytest.approx(0.5 * spacing, rel=1e-12)
+
+
+def test_a_reach_not_measured_yet_turns_the_gate_off(rng):
+    """A layer's reach is 0 until its anchors are placed: the gate then keeps everything."""
+    anchors = rng.normal(size=(K, D))
+    reach = tf.constant(0.0, tf.float64)
+    far = nearest_anchor_distance(tf.constant(np.array([[9.0, -9.0]])), tf.constant(anchors))
+    with tf.GradientTape() as tape:
+        tape.watch(far)
+        weight = reach_weight(far, reach, 1.0)
+    assert weight.numpy().tolist() == [1.0]
+    assert np.isfinite(tape.gradient(weight, far).numpy()).all()
 
 
 def test_reach_gate_gradient_is_finite_on_an_anchor(rng):

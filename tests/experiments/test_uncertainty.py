@@ -111,7 +111,7 @@ def test_design_names():
         "anchor-posterior-last",
         "identity-hidden",
         "identity-anchor-posterior-last",
-        "reach",
+        "no-reach",
         "identity-reach",
     }
     with pytest.raises(ValueError, match="expected a design in"):
@@ -166,11 +166,20 @@ def test_identity_designs_fix_the_hidden_means(design, flags):
     assert [layer.anchor_posterior for layer in layers] == flags
 
 
-@pytest.mark.parametrize("design, means", [("reach", "linear"), ("identity-reach", "identity")])
-def test_the_reach_designs_gate_every_layer(design, means):
+@pytest.mark.parametrize(
+    "design, gate, means",
+    [(None, 1.0, "linear"), ("no-reach", None, "linear"), ("identity-reach", 1.0, "identity")],
+)
+def test_the_default_gates_every_layer_by_reach_and_no_reach_does_not(design, gate, means):
     layers = _gp_layers(design)
-    assert [layer.reach_gate for layer in layers] == [1.0] * 3
+    assert [layer.reach_gate for layer in layers] == [gate] * 3
     assert [layer.get_config()["mean_function"] for layer in layers] == [means] * 2 + [None]
+
+
+@pytest.mark.parametrize("design", ["identity-hidden", "anchor-posterior", "global-last"])
+def test_designs_measured_before_the_reach_gate_keep_their_layers(design):
+    layers = [layer for layer in _gp_layers(design) if hasattr(layer, "reach_gate")]
+    assert layers and {layer.reach_gate for layer in layers} == {None}
 
 
 def test_one_anchor_posterior_flag_per_layer_or_a_refusal():

@@ -78,7 +78,8 @@ def test_fit_places_the_anchors_over_the_whole_training_set_whatever_the_batch(r
 
 def test_the_training_graph_after_placement_has_no_placement_ops(rng):
     """Placed before ``fit`` traces its step, the step reads the anchors and never assigns
-    them: no per-step ops, nothing to order between steps or replicas."""
+    them: no per-step placement ops, nothing to order between steps or replicas (the reach
+    gate's reach, a running statistic, is the one assign)."""
     x = rng.normal(size=(20, 1))
     model = _reverting_model(len(x))
     model.fit(x, np.sin(x), batch_size=10, epochs=1, verbose=0)
@@ -90,7 +91,7 @@ def test_the_training_graph_after_placement_has_no_placement_ops(rng):
         for op in graph.get_operations()
         if "prior_reversion" in op.name and op.type.startswith("Assign")
     ]
-    assert assigns == []
+    assert len(assigns) == 2 and all("/reach_update/" in name for name in assigns), assigns
 
 
 def test_fit_reads_the_pipeline_only_to_train_when_nothing_needs_placing(rng):
@@ -126,10 +127,10 @@ def test_place_anchors_places_each_layer_on_its_own_inputs_once(rng):
     the spread rows, in prediction mode: the draw counter and every other weight stay."""
     x = rng.normal(size=(40, 1))
     model = _reverting_model(len(x), rule="ar2")
-    before = {w.name: w.numpy() for w in model.weights if "anchors" not in w.name}
+    before = {w.name: w.numpy() for w in model.weights if "anchor" not in w.name}
     assert gpflux_avdgp.layers.place_anchors(model, x) is True
     assert gpflux_avdgp.layers.place_anchors(model, x + 5.0) is False  # placed: left alone
-    after = {w.name: w.numpy() for w in model.weights if "anchors" not in w.name}
+    after = {w.name: w.numpy() for w in model.weights if "anchor" not in w.name}
     for name, value in before.items():
         np.testing.assert_array_equal(after[name], value, err_msg=name)
     first, second = model.layers[0], model.layers[1]
@@ -193,6 +194,20 @@ def test_a_mean_function_given_for_all_layers_wins_over_the_presets_hidden_one()
     assert _layer_options(mean_function="linear") == [(32, True, "linear")] * 3
     assert _layer_options(mean_function=None) == [(32, True, None)] * 3
     assert _layer_options(hidden_mean_function=None) == [(32, True, None)] * 3
+
+
+def test_the_default_gates_by_reach_unless_the_anchors_are_given_away():
+    def gates(**kwargs):
+        model = gpflux_avdgp.build_avdgp(1, [2, 1], 3, 50, gpflow.likelihoods.Gaussian(), **kwargs)
+        return [layer.reach_gate for layer in model.layers if isinstance(layer, AmortizedGPLayer)]
+
+    assert gates() == [1.0, 1.0]
+    assert gates(reach_gate=None) == [None, None]
+    assert gates(reach_gate=0.5) == [0.5, 0.5]
+    assert gates(num_anchors=0, whiten=False) == [None, None]
+    assert gates(preset="paper") == [None, None]
+    with pytest.raises(ValueError, match="reach_gate: expected a scale > 0 with num_anchors > 0"):
+        gates(num_anchors=0, reach_gate=1.0)
 
 
 def test_the_paper_layers_under_the_default_preset_name_the_options():

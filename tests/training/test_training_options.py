@@ -239,7 +239,12 @@ def test_presets_set_the_documented_options():
     assert training.TrainConfig() == training.TrainConfig.from_preset("default")
     assert training.TrainConfig() != training.TrainConfig.from_preset("paper")
     assert presets.layer_options("paper") == {"inducing_init": "input"}
-    assert presets.layer_options() == {"inducing_init": "global", "whiten": True, "num_anchors": 32}
+    assert presets.layer_options() == {
+        "inducing_init": "global",
+        "whiten": True,
+        "num_anchors": 32,
+        "reach_gate": 1.0,
+    }
     assert (presets.hidden_mean_function(), presets.hidden_mean_function("paper")) == (
         "linear",
         None,
@@ -259,7 +264,7 @@ def test_presets_set_the_documented_options():
         0.005,
         20,
     )
-    assert set(presets.PAPER_DIFFERENCES) == {"inducing_init", "prior_reversion"}
+    assert set(presets.PAPER_DIFFERENCES) == {"inducing_init", "prior_reversion", "reach_gate"}
     assert set(TRAINING_DIFFERENCES) == {"schedule", "restore_best", "patience"}
     with pytest.raises(ValueError, match="preset: expected one of"):
         training_options("fast")

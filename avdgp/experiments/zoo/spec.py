@@ -83,34 +83,39 @@ DEFAULT_INDUCING = {
 DEFAULT_HIDDEN_DIMS = (16, 4)
 
 
+#: The designs measured before the reach gate was the default keep the layers they had.
+BEFORE_REACH = {"reach_gate": None}
+
 #: Designs of the amortized layers measured against the default, named after a colon
 #: (``avdgp-ar2p:previous``): layer options on top of the preset's (``docs/uncertainty.md``).
 DESIGNS = {
     # the paper's layers (the default before prior reversion): unwhitened, zero hidden means
     "previous": {"whiten": False, "num_anchors": 0, "hidden_mean_function": None},
-    "reverting-128": {"num_anchors": 128},  # 128 anchors instead of 32
-    "anchors-only": {"hidden_mean_function": None},  # zero hidden means
+    "reverting-128": {"num_anchors": 128, **BEFORE_REACH},  # 128 anchors instead of 32
+    "anchors-only": {"hidden_mean_function": None, **BEFORE_REACH},  # zero hidden means
     # linear hidden means without prior reversion
     "linear-hidden": {"whiten": False, "num_anchors": 0},
     # the default's hidden layers, then a GPflux GPLayer with 32 global inducing points last
-    "global-last": {"global_last": 32},
+    "global-last": {"global_last": 32, **BEFORE_REACH},
     # anchors with a global posterior (SOLVE-GP with an amortized second set) in every layer,
     # in the first or in the last of three
-    "anchor-posterior": {"anchor_posterior": True},
-    "anchor-posterior-first": {"anchor_posterior": (True, False, False)},
-    "anchor-posterior-last": {"anchor_posterior": (False, False, True)},
+    "anchor-posterior": {"anchor_posterior": True, **BEFORE_REACH},
+    "anchor-posterior-first": {"anchor_posterior": (True, False, False), **BEFORE_REACH},
+    "anchor-posterior-last": {"anchor_posterior": (False, False, True), **BEFORE_REACH},
     # fixed identity hidden means (DS-DGP's: distances kept), alone and with the last layer's
     # anchors given a global posterior
-    "identity-hidden": {"hidden_mean_function": "identity"},
+    "identity-hidden": {"hidden_mean_function": "identity", **BEFORE_REACH},
     "identity-anchor-posterior-last": {
         "hidden_mean_function": "identity",
         "anchor_posterior": (False, False, True),
+        **BEFORE_REACH,
     },
-    # the reach gate: reversion where a row is farther from the anchors than the training rows
-    "reach": {"reach_gate": 1.0},
-    "identity-reach": {"hidden_mean_function": "identity", "reach_gate": 1.0},
     # the same without prior reversion in the amortized hidden layers
     "linear-hidden-global-last": {"whiten": False, "num_anchors": 0, "global_last": 32},
+    # the default before the reach gate (reversion where a row is farther from the anchors
+    # than the training rows are), and the gate with identity hidden means
+    "no-reach": BEFORE_REACH,
+    "identity-reach": {"hidden_mean_function": "identity", "reach_gate": 1.0},
 }
 
 
