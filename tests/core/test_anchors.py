@@ -8,9 +8,9 @@ import tensorflow as tf
 from helpers import REFERENCE_TOLERANCE
 
 from gpflux_avdgp.core.anchors import (
+    anchor_spacing,
     anchor_weight,
     nearest_anchor_distance,
-    anchor_spacing,
     reach_of,
     reach_weight,
     revert_to_prior,
