@@ -209,11 +209,13 @@ def anchor_spacing(anchors: np.ndarray) -> float:
 
 
 def reach_of(inputs: np.ndarray, anchors: np.ndarray) -> float:
-    """The ``floor(0.99 (N - 1))``-th smallest nearest-anchor distance of the rows, at least
-    half the anchors' spacing."""
-    nearest = np.sort([min(np.linalg.norm(h - c) for c in anchors) for h in inputs])
-    quantile = float(nearest[int(np.floor(0.99 * (len(nearest) - 1)))])
-    return max(quantile, 0.5 * anchor_spacing(anchors))
+    """The ``floor(0.99 (M - 1))``-th smallest nearest-anchor distance of the ``M`` rows not on
+    an anchor; half the anchors' spacing if every row is on one."""
+    nearest = [min(np.linalg.norm(h - c) for c in anchors) for h in inputs]
+    off = np.sort([d for d in nearest if d > 0])
+    if len(off) == 0:
+        return 0.5 * anchor_spacing(anchors)
+    return float(off[int(np.floor(0.99 * (len(off) - 1)))])
 
 
 def reverted_q(q_mu, q_sqrt, weight):

@@ -125,20 +125,25 @@ def anchor_spacing(anchors: tf.Tensor) -> tf.Tensor:
     "return: []",
 )
 def reach_of(distances: tf.Tensor, anchors: tf.Tensor) -> tf.Tensor:
-    """The reach ``r``: the :data:`REACH_QUANTILE` quantile of training rows' nearest-anchor
-    distances (the ``floor(q (N - 1))``-th smallest), and at least half the anchors' spacing
-    (:func:`anchor_spacing`), with no gradient. The floor matters where the rows are few
-    beside the anchors (``N <= K`` puts an anchor on every row, so the quantile is 0): rows
-    no further apart than the anchors are then within reach of each other.
+    """The reach ``r``: the :data:`REACH_QUANTILE` quantile of the nearest-anchor distances of
+    the training rows that are not anchors themselves (the ``floor(q (M - 1))``-th smallest of
+    those ``M``), with no gradient. Rows on an anchor (where the anchors are placed) say
+    nothing about how far the data reach; if every row is one (``N <= K``), the reach is half
+    the anchors' spacing (:func:`anchor_spacing`), so that rows no further apart than the
+    anchors are within reach of each other.
 
-    :param distances: ``d(h)`` of training rows, ``[N]``.
+    :param distances: ``d(h)`` of training rows, ``[N]``, as
+        :func:`nearest_anchor_distance` gives them (``sqrt(tiny)`` on an anchor).
     :param anchors: ``C``, ``[K, D]``.
-    :returns: ``[]``; 0 only if all anchors and rows are at one place.
+    :returns: ``[]``; 0 only if every row is on an anchor and all anchors are at one place.
     """
+    on_anchor = np.sqrt(np.finfo(distances.dtype.as_numpy_dtype).tiny)
     count = tf.shape(distances)[0]
-    rank = tf.cast(REACH_QUANTILE * tf.cast(count - 1, distances.dtype), tf.int32)  # floor
-    quantile = tf.sort(distances)[rank]
-    return tf.stop_gradient(tf.maximum(quantile, 0.5 * anchor_spacing(anchors)))
+    off = tf.reduce_sum(tf.cast(distances > on_anchor, tf.int32))  # M
+    rank = count - off + tf.cast(REACH_QUANTILE * tf.cast(off - 1, distances.dtype), tf.int32)
+    quantile = tf.sort(distances)[tf.minimum(rank, count - 1)]  # the rows on anchors first
+    reach = tf.where(off > 0, quantile, 0.5 * anchor_spacing(anchors))
+    return tf.stop_gradient(reach)
 
 
 @check_shapes(

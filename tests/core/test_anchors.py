@@ -61,17 +61,30 @@ def test_reach_gate_matches_reference(rng):
 
 
 def test_with_no_more_rows_than_anchors_the_reach_is_half_their_spacing(rng):
-    """``N <= K`` puts an anchor on every row (rows repeat): the quantile is 0, so the reach is
-    half the anchors' spacing and a gap no wider than the rows' spacing does not revert."""
+    """``N <= K`` puts an anchor on every row (rows repeat): no row tells how far the data
+    reach, so the reach is half the anchors' spacing and a gap no wider than the rows' spacing
+    does not revert."""
     rows = rng.uniform(-2.0, 2.0, (K - 1, 1))
     anchors = rows[np.arange(K) * len(rows) // K]  # spread_rows of the rows: one repeats
     distances = nearest_anchor_distance(tf.constant(rows), tf.constant(anchors))
-    assert np.all(distances.numpy() < 1e-100)  # the quantile alone would be 0
+    assert np.all(distances.numpy() < 1e-100)  # every row is an anchor
     spacing = float(anchor_spacing(tf.constant(anchors)))
     assert spacing == pytest.approx(reference.anchor_spacing(anchors), rel=1e-12) and spacing > 0
     reach = float(reach_of(distances, tf.constant(anchors)))
     assert reach == pytest.approx(reference.reach_of(rows, anchors), rel=1e-12)
     assert reach == pytest.approx(0.5 * spacing, rel=1e-12)
+
+
+def test_rows_on_anchors_are_left_out_of_the_reach(rng):
+    """Placed on ``K`` of ``K + 3`` rows, the anchors would make the 0.99 quantile of all rows
+    a row on an anchor (0); the reach is the quantile of the three others (the middle one)."""
+    anchors = rng.normal(size=(K, D))
+    others = anchors[:3] + np.array([[0.1, 0.0], [0.0, 0.3], [0.2, 0.0]])
+    rows = np.concatenate([anchors, others])
+    distances = nearest_anchor_distance(tf.constant(rows), tf.constant(anchors))
+    reach = float(reach_of(distances, tf.constant(anchors)))
+    assert reach == pytest.approx(reference.reach_of(rows, anchors), rel=1e-12)
+    assert reach == pytest.approx(0.2, rel=1e-12)  # the middle of 0.1, 0.2, 0.3
 
 
 def test_a_reach_not_measured_yet_turns_the_gate_off(rng):
