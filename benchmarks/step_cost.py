@@ -44,7 +44,7 @@ from pathlib import Path
 DATA_ROOT = Path(os.environ.get("AVDGP_DATA_ROOT", Path(__file__).parents[2] / "shared/data/uci"))
 MODELS = (
     "avdgp", "avdgp-paper", "avdgp-anchor-posterior", "avdgp-anchor-posterior-last",
-    "avdgp-reach", "mlp", "dsdgp",
+    "avdgp-no-reach", "mlp", "dsdgp",
 )  # fmt: skip
 #: ``model:optimizer`` run by default: Keras' Adam, or the package's FlatAdam (what ``avdgp``
 #: trains with), for both AVDGPs and the MLP.
@@ -190,7 +190,7 @@ def build(name: str, x, num_data: int):
             "avdgp-paper": ("avdgp", "paper", None),
             "avdgp-anchor-posterior": ("avdgp", "default", "anchor-posterior"),
             "avdgp-anchor-posterior-last": ("avdgp", "default", "anchor-posterior-last"),
-            "avdgp-reach": ("avdgp", "default", "reach"),
+            "avdgp-no-reach": ("avdgp", "default", "no-reach"),
             "dsdgp": ("dsdgp", "default", None),
         }[name]
         spec = ModelSpec(
