@@ -102,13 +102,14 @@ class AmortizedGPLayer(MixtureLayer):
         ``AVDGPModel.fit`` calls), and are then trained.
     :param anchor_posterior: give the anchors a global whitened posterior of their own
         (:mod:`gpflux_avdgp.core.orthogonal`); needs ``num_anchors`` and ``num_data``.
-    :param reach_gate: ``None`` (default) or a scale ``s > 0``: the reversion weight becomes
+    :param reach_gate: ``None`` (the layer's default; :func:`~gpflux_avdgp.build_avdgp`'s
+        default preset sets 1.0) or a scale ``s > 0``: the reversion weight becomes
         ``min(a(h), a_r(h))``, ``a_r`` 1 within the training rows' reach of an anchor and
         falling beyond it (:func:`~gpflux_avdgp.core.anchors.reach_weight`); the reach is
         measured where the anchors are placed and followed in training (``anchor_reach``, a
         running statistic updated in the forward pass as batch normalisation's are: a step
-        that :class:`~gpflux_avdgp.AVDGPModel` stops for a NaN gradient has moved it). Needs
-        ``num_anchors``.
+        stopped for a NaN gradient, or in Keras' own step for a NaN target, may have moved
+        it, by the batch's finite inputs). Needs ``num_anchors``.
     :param rule: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
     :param num_points: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
     :param num_train_samples: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.

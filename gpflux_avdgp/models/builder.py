@@ -92,9 +92,9 @@ def build_avdgp(
     if isinstance(hidden_mean_function, str) and hidden_mean_function == "preset":
         given = "mean_function" in layer_kwargs
         hidden_mean_function = None if given else preset_hidden_mean_function(preset)
-    given = layer_kwargs
+    user_kwargs = layer_kwargs
     layer_kwargs = {**layer_options(preset), **layer_kwargs}
-    if not layer_kwargs.get("num_anchors") and "reach_gate" not in given:
+    if not layer_kwargs.get("num_anchors") and "reach_gate" not in user_kwargs:
         layer_kwargs.pop("reach_gate", None)  # the preset's gate needs the anchors given away
     seed = layer_kwargs.pop("seed", None)
     if seed is not None:

@@ -11,7 +11,9 @@ before the update depends on them (:func:`~gpflux_avdgp.validation.checked_finit
 Its ``fit`` and ``evaluate`` turn the stop into one :class:`NonFiniteStep` line (a
 ``ValueError``) naming the input, the batch and the epoch (:func:`non_finite_step`, with
 :class:`BatchPosition`). The model's
-weights and optimizer state are those before the batch. In other model types
+trained weights and optimizer state are those before the batch; running statistics of the
+inputs (the reach gate's ``anchor_reach``, AR1/AR2's draw counter) may follow the batch's
+inputs, which are finite then, as batch normalisation's statistics would. In other model types
 (``tf_keras.Sequential``, Functional) :class:`~gpflux_avdgp.AVDGPLoss` checks the targets and
 ``sample_weight`` and the first GP layer its input, with the same messages inside
 TensorFlow's error. XLA (``jit_compile=True``) compiles the checks to nothing.
