@@ -141,7 +141,8 @@ def reach_of(distances: tf.Tensor, anchors: tf.Tensor) -> tf.Tensor:
     count = tf.shape(distances)[0]
     off = tf.reduce_sum(tf.cast(distances > on_anchor, tf.int32))  # M
     rank = count - off + tf.cast(REACH_QUANTILE * tf.cast(off - 1, distances.dtype), tf.int32)
-    quantile = tf.sort(distances)[tf.minimum(rank, count - 1)]  # the rows on anchors first
+    # a gather, not a slice: XLA compiles a slice's start into its program, one per value
+    quantile = tf.gather(tf.sort(distances), tf.minimum(rank, count - 1))  # rows on anchors first
     reach = tf.where(off > 0, quantile, 0.5 * anchor_spacing(anchors))
     return tf.stop_gradient(reach)
 

@@ -109,7 +109,8 @@ class AmortizedGPLayer(MixtureLayer):
         measured where the anchors are placed and followed in training (``anchor_reach``, a
         running statistic updated in the forward pass as batch normalisation's are: a step
         stopped for a NaN gradient, or in Keras' own step for a NaN target, may have moved
-        it, by the batch's finite inputs). Needs ``num_anchors``.
+        it, by the batch's finite inputs); with ``num_data <= num_anchors`` (every row an
+        anchor) training keeps it. Needs ``num_anchors``.
     :param rule: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
     :param num_points: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
     :param num_train_samples: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
@@ -320,10 +321,19 @@ class AmortizedGPLayer(MixtureLayer):
                 with tf.name_scope("reach_update"):
                     batch_reach = reach_of(distances, self.anchors)
                     followed = REACH_MOMENTUM * reach + (1.0 - REACH_MOMENTUM) * batch_reach
+                    followed = reach if self._reach_kept else followed
                     reach = tf.where(reach > 0, followed, batch_reach)
                     self.anchor_reach.assign(reach)
             weight = tf.minimum(weight, reach_weight(distances, reach, self.reach_gate))
         return weight
+
+    @property
+    def _reach_kept(self) -> bool:
+        """Whether training keeps the reach measured where the anchors are placed: with no
+        more training rows than anchors every row is an anchor, and once training moves the
+        anchors a hair off them the rows' distances would be a hair, reverting the layer
+        between neighbouring rows."""
+        return self.num_data is not None and self.num_data <= self.num_anchors
 
     def _place_anchors(self, amortization_input: tf.Tensor, training: bool) -> None:
         """Place the anchors on the amortization inputs of a call of

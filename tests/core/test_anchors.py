@@ -87,6 +87,13 @@ def test_rows_on_anchors_are_left_out_of_the_reach(rng):
     assert reach == pytest.approx(0.2, rel=1e-12)  # the middle of 0.1, 0.2, 0.3
 
 
+def test_every_row_and_anchor_at_one_place_leaves_the_reach_unmeasured():
+    anchors = np.ones((K, D))
+    distances = nearest_anchor_distance(tf.constant(anchors[:3]), tf.constant(anchors))
+    reach = float(reach_of(distances, tf.constant(anchors)))
+    assert reach == reference.reach_of(anchors[:3], anchors) == 0.0
+
+
 def test_a_reach_not_measured_yet_turns_the_gate_off(rng):
     """A layer's reach is 0 until its anchors are placed: the gate then keeps everything."""
     anchors = rng.normal(size=(K, D))

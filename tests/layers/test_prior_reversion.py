@@ -298,6 +298,25 @@ def test_the_reach_is_measured_where_the_anchors_are_placed_then_follows_trainin
     assert float(layer.anchor_reach) == pytest.approx(expected, rel=1e-12)
 
 
+def test_with_fewer_rows_than_anchors_training_keeps_the_gaps_between_rows_in_reach(rng):
+    """Anchors placed on ``N <= K`` rows move off them in training; the reach stays half their
+    spacing, so the middle between neighbouring rows keeps the gate's weight near 1."""
+    x = np.linspace(-2.0, 2.0, 6)[:, None]
+    model = gpflux_avdgp.build_avdgp(
+        1, [1], 3, len(x), gpflow.likelihoods.Gaussian(), num_anchors=8, reach_gate=1.0, seed=0
+    )
+    layer = model.layers[0]
+    gpflux_avdgp.layers.place_anchors(model, x)
+    placed = layer.anchors.numpy().copy()
+    model.compile(tf_keras.optimizers.Adam(0.01))
+    model.fit(x, np.sin(x), batch_size=len(x), epochs=10, verbose=0)
+    anchors = layer.anchors.numpy()
+    assert np.abs(anchors - placed).max() > 1e-3  # training moved them off the rows
+    middles = 0.5 * (x[1:] + x[:-1])
+    gate = reference.reach_weight(middles, anchors, float(layer.anchor_reach), 1.0)
+    assert gate.min() > 0.9, gate
+
+
 def test_the_reach_gate_reverts_beyond_the_training_rows_reach(rng):
     """Rows on both sides of a gap the kernel spans: with ``reach_gate`` the gap's middle is
     (nearly) the prior, blended by the gate's weight, and a training row keeps the kernel's

@@ -12,11 +12,16 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import gpflow
 import numpy as np
 import pytest
 import tensorflow as tf
+from cluster import base_environment
 from gpflow.keras import tf_keras
+from helpers import SCRIPTS_DIR
 
 from avdgp.experiments.zoo import ModelSpec, build_model
 from gpflux_avdgp.prediction import mixture_function, pad_rows, padded_size, predict_mixture
@@ -116,6 +121,22 @@ def test_fit_with_jit_compile_trains(rule):
     history = built.model.fit(x, y, batch_size=BATCH, epochs=6, verbose=0)
     losses = history.history["loss"]
     assert np.all(np.isfinite(losses)) and losses[-1] < losses[0]
+
+
+@pytest.mark.slow
+def test_fit_under_xla_compiles_the_step_once(tmp_path):
+    """A value that changes each step must stay an input of the program: XLA compiles a
+    slice's start into its program, so a reach indexed by a slice recompiled every step
+    (8 s each on the test model; the slow suite ran out of time)."""
+    cache = tmp_path / "xla_cache"
+    env = base_environment(TF_XLA_FLAGS=f"--tf_xla_persistent_cache_directory={cache}")
+    script = SCRIPTS_DIR / "xla_programs.py"
+    finished = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    programs = list(cache.iterdir())
+    assert len(programs) == 1, [program.name for program in programs]
 
 
 @pytest.mark.parametrize(
