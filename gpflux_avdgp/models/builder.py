@@ -61,13 +61,14 @@ def build_avdgp(
     :param preset: ``"default"`` or ``"paper"``: layer options from
         :func:`gpflux_avdgp.presets.layer_options` (the paper: inducing points start as noisy
         copies of the input, ``inducing_init="input"``); ``layer_kwargs`` override them.
-    :param hidden_mean_function: mean function of every layer but the last: ``"preset"``
-        (default) takes :func:`gpflux_avdgp.presets.hidden_mean_function` (``"linear"``, none
-        under ``preset="paper"``) unless ``layer_kwargs`` has a ``mean_function``; ``None`` uses
-        the ``mean_function`` of ``layer_kwargs`` for every layer. A linear mean keeps an input
-        far from the data far for the next layer instead of letting it fall onto the zero
-        prior mean, which prior reversion (``num_anchors``) needs to reach the output
-        (``docs/uncertainty.md``).
+    :param hidden_mean_function: mean function of every layer but the last, or a sequence
+        with one per hidden layer (e.g. ``("identity", "linear")``): ``"preset"`` (default)
+        takes :func:`gpflux_avdgp.presets.hidden_mean_function` (``"linear"``, none under
+        ``preset="paper"``) unless ``layer_kwargs`` has a ``mean_function``; ``None`` uses the
+        ``mean_function`` of ``layer_kwargs`` for every layer. A linear mean keeps an input far
+        from the data far for the next layer instead of letting it fall onto the zero prior
+        mean, which prior reversion (``num_anchors``) needs to reach the output; a fixed
+        ``"identity"`` also keeps its distances (``docs/uncertainty.md``).
     :param layer_kwargs: passed to every :class:`AmortizedGPLayer` (e.g. ``whiten``,
         ``full_rank``, ``kernel``, ``mean_function``, ``kl_convention``, ``seed``); a GPflow
         kernel or mean-function object is copied for every layer after the first, so each
@@ -107,6 +108,14 @@ def build_avdgp(
         raise ValueError(
             f"anchor_posterior: expected one flag per layer ({len(units)}), got {len(flags)}"
         )
+    if isinstance(hidden_mean_function, (tuple, list)):
+        if len(hidden_mean_function) != len(units) - 1:
+            raise ValueError(
+                f"hidden_mean_function: expected one per hidden layer ({len(units) - 1}), "
+                f"got {len(hidden_mean_function)}"
+            )
+    else:
+        hidden_mean_function = [hidden_mean_function] * (len(units) - 1)
     for index, (width, inducing) in enumerate(zip(units, num_inducing)):
         layers.append(
             AmortizedGPLayer(
@@ -119,7 +128,7 @@ def build_avdgp(
                 name=f"gp_layer_{index + 1}",
                 **_own_modules(
                     _per_layer(
-                        _layer_kwargs(layer_kwargs, hidden_mean_function, index < len(units) - 1),
+                        _layer_kwargs(layer_kwargs, hidden_mean_function, index),
                         index,
                     ),
                     copy=index > 0,
@@ -130,11 +139,12 @@ def build_avdgp(
     return AVDGPModel(layers, name=name)
 
 
-def _layer_kwargs(layer_kwargs: dict, hidden_mean_function, hidden: bool) -> dict:
-    """``layer_kwargs`` of one layer: a hidden layer's mean function is ``hidden_mean_function``
-    when one is given."""
-    if hidden and hidden_mean_function is not None:
-        return {**layer_kwargs, "mean_function": hidden_mean_function}
+def _layer_kwargs(layer_kwargs: dict, hidden_mean_functions: Sequence, index: int) -> dict:
+    """``layer_kwargs`` of layer ``index``: a hidden layer's mean function is its entry of
+    ``hidden_mean_functions`` (one per hidden layer) when that is given."""
+    hidden = index < len(hidden_mean_functions)
+    if hidden and hidden_mean_functions[index] is not None:
+        return {**layer_kwargs, "mean_function": hidden_mean_functions[index]}
     return layer_kwargs
 
 

@@ -113,6 +113,7 @@ def test_design_names():
         "identity-anchor-posterior-last",
         "no-reach",
         "identity-reach",
+        "identity-first",
     }
     with pytest.raises(ValueError, match="expected a design in"):
         split_design("avdgp-ar2p:fast")
@@ -174,6 +175,14 @@ def test_the_default_gates_every_layer_by_reach_and_no_reach_does_not(design, ga
     layers = _gp_layers(design)
     assert [layer.reach_gate for layer in layers] == [gate] * 3
     assert [layer.get_config()["mean_function"] for layer in layers] == [means] * 2 + [None]
+
+
+def test_identity_first_fixes_the_first_hidden_mean_only():
+    layers = _gp_layers("identity-first")
+    assert [layer.reach_gate for layer in layers] == [1.0] * 3
+    assert [layer.get_config()["mean_function"] for layer in layers] == [
+        "identity", "linear", None
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize("design", ["identity-hidden", "anchor-posterior", "global-last"])

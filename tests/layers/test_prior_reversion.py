@@ -176,6 +176,23 @@ def test_hidden_mean_function_is_every_layer_but_the_last():
     assert [layer.get_config()["mean_function"] for layer in layers] == ["linear"] * 2 + [None]
 
 
+def test_hidden_mean_function_per_hidden_layer(rng):
+    model = gpflux_avdgp.build_avdgp(
+        1, [2, 2, 1], 3, 50, gpflow.likelihoods.Gaussian(),
+        hidden_mean_function=("identity", "linear"),
+    )  # fmt: skip
+    layers = [layer for layer in model.layers if isinstance(layer, AmortizedGPLayer)]
+    assert [layer.get_config()["mean_function"] for layer in layers] == [
+        "identity", "linear", None
+    ]  # fmt: skip
+    first, second = (layer.mean_function for layer in layers[:2])
+    assert [len(first.trainable_variables), len(second.trainable_variables)] == [0, 2]
+    with pytest.raises(ValueError, match=r"hidden_mean_function: expected one per hidden layer"):
+        gpflux_avdgp.build_avdgp(
+            1, [2, 2, 1], 3, 50, gpflow.likelihoods.Gaussian(), hidden_mean_function=["linear"]
+        )
+
+
 def _layer_options(**kwargs) -> list[tuple]:
     model = gpflux_avdgp.build_avdgp(1, [2, 2, 1], 3, 50, gpflow.likelihoods.Gaussian(), **kwargs)
     return [

@@ -116,6 +116,8 @@ DESIGNS = {
     # than the training rows are), and the gate with identity hidden means
     "no-reach": BEFORE_REACH,
     "identity-reach": {"hidden_mean_function": "identity", "reach_gate": 1.0},
+    # the identity in the first hidden layer only (x's distances kept), the second's trained
+    "identity-first": {"hidden_mean_function": ("identity", "linear")},
 }
 
 
