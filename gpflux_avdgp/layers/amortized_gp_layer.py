@@ -109,8 +109,9 @@ class AmortizedGPLayer(MixtureLayer):
         measured where the anchors are placed and followed in training (``anchor_reach``, a
         running statistic updated in the forward pass as batch normalisation's are: a step
         stopped for a NaN gradient, or in Keras' own step for a NaN target, may have moved
-        it, by the batch's finite inputs); with ``num_data <= num_anchors`` (every row an
-        anchor) training keeps it. Needs ``num_anchors``.
+        it, by the batch's finite inputs; under a distribution strategy the global batch's);
+        with ``num_data <= num_anchors`` (every row an anchor) training keeps it. Needs
+        ``num_anchors``.
     :param rule: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
     :param num_points: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
     :param num_train_samples: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
@@ -319,7 +320,7 @@ class AmortizedGPLayer(MixtureLayer):
                 self.anchor_reach.assign(reach)
             elif training:  # followed; 0 until measured (anchors placed on this first batch)
                 with tf.name_scope("reach_update"):
-                    batch_reach = reach_of(distances, self.anchors)
+                    batch_reach = reach_of(_every_replicas_rows(distances), self.anchors)
                     followed = REACH_MOMENTUM * reach + (1.0 - REACH_MOMENTUM) * batch_reach
                     followed = reach if self._reach_kept else followed
                     reach = tf.where(reach > 0, followed, batch_reach)
@@ -484,6 +485,16 @@ class AmortizedGPLayer(MixtureLayer):
         if isinstance(config.get("mean_function"), dict):
             config["mean_function"] = module_from_config(config["mean_function"], "mean_function")
         return cls(**config)
+
+
+def _every_replicas_rows(values: tf.Tensor) -> tf.Tensor:
+    """``values`` ``[B, ...]`` of the rows of every replica in sync, ``[B_global, ...]`` (on one
+    device, ``values``): a statistic of the step's batch is then the global batch's on every
+    replica, as on one device."""
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return values
+    return context.all_gather(tf.stop_gradient(values), axis=0)
 
 
 #: How much of the reach a training batch keeps: ``r <- m r + (1 - m) reach_of(batch)``.
