@@ -176,7 +176,7 @@ def test_hidden_mean_function_is_every_layer_but_the_last():
     assert [layer.get_config()["mean_function"] for layer in layers] == ["linear"] * 2 + [None]
 
 
-def test_hidden_mean_function_per_hidden_layer(rng):
+def test_hidden_mean_function_per_hidden_layer():
     model = gpflux_avdgp.build_avdgp(
         1, [2, 2, 1], 3, 50, gpflow.likelihoods.Gaussian(),
         hidden_mean_function=("identity", "linear"),
@@ -315,7 +315,7 @@ def test_the_reach_is_measured_where_the_anchors_are_placed_then_follows_trainin
     assert float(layer.anchor_reach) == pytest.approx(expected, rel=1e-12)
 
 
-def test_with_fewer_rows_than_anchors_training_keeps_the_gaps_between_rows_in_reach(rng):
+def test_with_fewer_rows_than_anchors_training_keeps_the_gaps_between_rows_in_reach():
     """Anchors placed on ``N <= K`` rows move off them in training; the reach stays half their
     spacing, so the middle between neighbouring rows keeps the gate's weight near 1."""
     x = np.linspace(-2.0, 2.0, 6)[:, None]
