@@ -1,5 +1,6 @@
-"""Prototype (not kept; 512 anchors on x): the defensive mixture of raw_defensive.py on the covariate shifts of
-`avdgp uncertainty` (4000 rows, 30 epochs). python raw_defensive_shift512.py SEED PROBLEM..."""
+"""Prototype (not kept; 512 anchors on x): the defensive mixture of raw_defensive.py on
+the covariate shifts of `avdgp uncertainty` (4000 rows, 30 epochs).
+python raw_defensive_shift512.py SEED PROBLEM..."""
 
 # ruff: noqa: B023 (the closures run within their own iteration of the loop)
 import json
