@@ -44,7 +44,7 @@ from pathlib import Path
 DATA_ROOT = Path(os.environ.get("AVDGP_DATA_ROOT", Path(__file__).parents[2] / "shared/data/uci"))
 MODELS = (
     "avdgp", "avdgp-paper", "avdgp-anchor-posterior", "avdgp-anchor-posterior-last",
-    "avdgp-no-reach", "mlp", "dsdgp", "svgp", "svgp-64",
+    "avdgp-no-reach", "mlp", "dsdgp", "svgp", "svgp-64", "svgp-128",
 )  # fmt: skip
 #: ``model:optimizer`` run by default: Keras' Adam, or the package's FlatAdam (what ``avdgp``
 #: trains with), for both AVDGPs and the MLP.
@@ -194,12 +194,13 @@ def build(name: str, x, num_data: int):
             "dsdgp": ("dsdgp", "default", None),
             "svgp": ("svgp", "default", None),
             "svgp-64": ("svgp", "default", None),
+            "svgp-128": ("svgp", "default", None),
         }[name]
         spec = ModelSpec(
             model=kind, rule="ar2p", num_layers=3, seed=0, preset=preset, design=design
         )
-        if name == "svgp-64":  # a guard's size: 64 global inducing points
-            spec = ModelSpec(model=kind, seed=0, num_inducing=(64,))
+        if name in ("svgp-64", "svgp-128"):  # a guard's size: 64 or 128 global points
+            spec = ModelSpec(model=kind, seed=0, num_inducing=(int(name[5:]),))
         built = build_model(spec, x.shape[1], num_data, inputs=x[:10000])
         model, loss = built.model, built.loss
     return model, loss

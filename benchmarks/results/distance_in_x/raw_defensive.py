@@ -3,6 +3,7 @@ gated by a_x (the reach gate on the raw x, K fixed anchors), and an SVGP trained
 split; predicted as  p = (1 - w) p_gated + w p_SVGP,  w = (1 - a_x)(1 - beta).
 python raw_defensive.py PROBLEM SEED"""
 
+import os
 import sys
 
 import numpy as np
@@ -49,7 +50,7 @@ with float_type(config.dtype):
         ModelSpec(
             model="svgp",
             seed=seed,
-            num_inducing=(int(__import__("os").environ.get("GUARD_M", "256")),),
+            num_inducing=(int(os.environ.get("GUARD_M", "256")),),  # the SVGP's size
         )
     )
     last = [layer for layer in dgp.model.layers if hasattr(layer, "num_anchors")][-1]
