@@ -185,6 +185,8 @@ def build(name: str, x, num_data: int):
         )
         loss = "mse"
     else:
+        # svgp-M: an SVGP of M global inducing points (a guard's size); svgp: the zoo's 256
+        inducing = (int(name[5:]),) if name.startswith("svgp-") else None
         kind, preset, design = {
             "avdgp": ("avdgp", "default", None),
             "avdgp-paper": ("avdgp", "paper", None),
@@ -193,14 +195,16 @@ def build(name: str, x, num_data: int):
             "avdgp-no-reach": ("avdgp", "default", "no-reach"),
             "dsdgp": ("dsdgp", "default", None),
             "svgp": ("svgp", "default", None),
-            "svgp-64": ("svgp", "default", None),
-            "svgp-128": ("svgp", "default", None),
-        }[name]
+        }["svgp" if inducing else name]
         spec = ModelSpec(
-            model=kind, rule="ar2p", num_layers=3, seed=0, preset=preset, design=design
+            model=kind,
+            rule="ar2p",
+            num_layers=3,
+            seed=0,
+            preset=preset,
+            design=design,
+            num_inducing=inducing,
         )
-        if name in ("svgp-64", "svgp-128"):  # a guard's size: 64 or 128 global points
-            spec = ModelSpec(model=kind, seed=0, num_inducing=(int(name[5:]),))
         built = build_model(spec, x.shape[1], num_data, inputs=x[:10000])
         model, loss = built.model, built.loss
     return model, loss

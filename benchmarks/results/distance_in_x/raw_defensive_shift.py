@@ -1,9 +1,10 @@
 """Prototype (not kept): the defensive mixture of raw_defensive.py on the covariate shifts of
-`avdgp uncertainty` (4000 rows, 30 epochs). python raw_defensive_shift2.py SEED PROBLEM..."""
+`avdgp uncertainty` (4000 rows, 30 epochs), K anchors on x (128 unless --anchors).
+python raw_defensive_shift.py SEED PROBLEM... [--anchors K]"""
 
 # ruff: noqa: B023 (the closures run within their own iteration of the loop)
+import argparse
 import json
-import sys
 
 import gpflow
 import numpy as np
@@ -17,7 +18,12 @@ from avdgp.training.fit import best_epoch_callbacks
 from gpflux_avdgp.core.anchors import nearest_anchor_distance, reach_of, reach_weight, spread_rows
 from gpflux_avdgp.prediction import padded_size, predict_mixture
 
-seed, problems = int(sys.argv[1]), sys.argv[2:]
+parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser.add_argument("seed", type=int)
+parser.add_argument("problems", nargs="+")
+parser.add_argument("--anchors", type=int, default=128, help="fixed anchors on x")
+args = parser.parse_args()
+seed, problems = args.seed, args.problems
 settings = UncertaintySettings(rows=4000)
 config = TrainConfig.from_preset("default", epochs=30, seed=seed)
 STATE = {"ax": None}
@@ -59,7 +65,7 @@ with float_type(config.dtype):
         last._anchor_weight = patched
         tf.config.run_functions_eagerly(True)
         xt = tf.constant(split.x_train)
-        anchors = spread_rows(xt, 128)
+        anchors = spread_rows(xt, args.anchors)
         reach = reach_of(nearest_anchor_distance(xt, anchors), anchors)
 
         kernels = [m for m in svgp.model.submodules if isinstance(m, gpflow.kernels.Stationary)]
