@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING
 from ._version import __version__
 from .core.mixture import GaussianMixture
 from .keras_metrics import MixtureAccuracy, MixtureBrier, MixtureCRPS, MixtureNLL, MixtureRMSE
-from .layers import AmortizedGPLayer, MixtureMean, MixtureSample, TrainableLikelihood
+from .layers import (
+    AmortizedGPLayer,
+    MixtureMean,
+    MixtureSample,
+    SigmaPointGPLayer,
+    TrainableLikelihood,
+)
 from .models import AVDGPModel, build_avdgp
 from .objectives import AVDGPLoss
 from .propagation import PropagationRule
@@ -54,7 +60,6 @@ __all__ = [
 #: Names loaded on first use, by the module that defines them.
 _LOADED_ON_FIRST_USE = {
     "PredictiveMixture": ".prediction",
-    "SigmaPointGPLayer": ".layers.gpflux_adapter",
     "ValidationNLL": ".callbacks",
     "as_deep_gp": ".models.deep_gp",
     "export": ".io.serving",
@@ -66,7 +71,6 @@ if TYPE_CHECKING:  # what the names are, for type checkers and IDEs
     from .callbacks import ValidationNLL
     from .io.saving import load_model
     from .io.serving import export
-    from .layers.gpflux_adapter import SigmaPointGPLayer
     from .models.deep_gp import as_deep_gp
     from .prediction import PredictiveMixture, predict_mixture
 

@@ -1,18 +1,20 @@
-"""Keras layers of gpflux_avdgp. :class:`MixtureLikelihoodLayer` (GPflux's ``DeepGP``),
-:class:`SigmaPointGPLayer` (GPflux's layers) and :func:`place_anchors` (before training) load
-on first use."""
+"""Keras layers of gpflux_avdgp. :class:`MixtureLikelihoodLayer` (GPflux's ``DeepGP``) and
+:func:`place_anchors` (before training) load on first use."""
 
 from importlib import import_module
 
 from .amortized_gp_layer import AmortizedGPLayer, KLConvention
 from .base import MixtureLayer
+from .gpflux_adapter import SigmaPointGPLayer
 from .inference import InferenceKind
+from .input_guard import InputGuard
 from .likelihood_layer import TrainableLikelihood
 from .mixture_readout import MixtureMean, MixtureSample
 
 __all__ = [
     "AmortizedGPLayer",
     "InferenceKind",
+    "InputGuard",
     "KLConvention",
     "MixtureLayer",
     "MixtureLikelihoodLayer",
@@ -27,7 +29,6 @@ __all__ = [
 #: Names loaded on first use, by the module that defines them.
 _LOADED_ON_FIRST_USE = {
     "MixtureLikelihoodLayer": ".mixture_likelihood_layer",
-    "SigmaPointGPLayer": ".gpflux_adapter",
     "place_anchors": ".anchor_placement",
 }
 

@@ -387,7 +387,7 @@ class AmortizedGPLayer(MixtureLayer):
         return kuu, kuf, kff, tf.zeros([], kuu.dtype) if mean is None else mean
 
     def _components(
-        self, propagated: Propagated, training: bool
+        self, propagated: Propagated, training: bool, gate: Optional[tf.Tensor] = None
     ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         locations, amortization_input, log_weights, shared = propagated  # F [B, S, D]
         per_sample = self.rule is PropagationRule.AR1 and amortization_input.shape.rank == 3
@@ -406,6 +406,9 @@ class AmortizedGPLayer(MixtureLayer):
                 if self.anchor_posterior:
                     chol_cc = jittered_cholesky(kernel(self.anchors)[None])[0]
                 weight = self._anchor_weight(kernel, amortization_input, chol_cc, training)
+                if gate is not None:  # one per datapoint; AR1's problems are datapoint-major
+                    rows = tf.shape(weight)[0] // tf.shape(gate)[0]
+                    weight = tf.minimum(weight, tf.repeat(tf.cast(gate, weight.dtype), rows))
                 q_mu, q_sqrt = revert_to_prior(q_mu, q_sqrt, weight)
         with tf.name_scope("covariances"):
             factored = self._factored(kernel, inducing, None if per_sample else shared)

@@ -11,6 +11,7 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 
 from .amortized_gp_layer import AmortizedGPLayer
+from .input_guard import InputGuard
 
 __all__ = ["PLACEMENT_ROWS", "place_anchors", "placement_inputs"]
 
@@ -21,7 +22,8 @@ PLACEMENT_ROWS = 1024
 def place_anchors(model: tf_keras.Model, x) -> bool:
     """Place the anchors not placed yet of every :class:`~gpflux_avdgp.AmortizedGPLayer` of
     ``model`` on the amortization inputs of rows of ``x`` (:func:`placement_inputs`), in one
-    forward pass in prediction mode (no draw counter moves, no other weight changes). ``x`` is
+    forward pass in prediction mode (no draw counter moves, no other weight changes), and the
+    model's :class:`~gpflux_avdgp.layers.input_guard.InputGuard` if it has one not placed. ``x`` is
     read only if some layer needs it. ``AVDGPModel.fit`` calls it; call it before ``fit`` of
     another model type under a ``tf.distribute`` strategy (otherwise each replica places them
     on its share of the first batch).
@@ -36,12 +38,18 @@ def place_anchors(model: tf_keras.Model, x) -> bool:
         and layer.num_anchors
         and not (layer.built and layer._anchors_placed_now())
     ]
-    inputs = placement_inputs(x) if layers else None
+    guard = getattr(model, "guard", None)
+    guard = guard if isinstance(guard, InputGuard) and not guard.placed else None
+    inputs = placement_inputs(x) if layers or guard else None
     if inputs is None:
         return False
     inputs = tf.convert_to_tensor(inputs)
     if model.inputs and inputs.dtype.is_floating:
         inputs = tf.cast(inputs, model.inputs[0].dtype)  # e.g. float64 rows of a float32 array
+    if guard is not None:
+        guard.place(inputs)
+    if not layers:
+        return True
     for layer in layers:
         layer._placing_anchors = True
     try:

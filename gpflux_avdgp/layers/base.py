@@ -297,8 +297,14 @@ class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer, metaclass=abc.ABCMe
     ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """Return ``(means [B, S, Q], variances [B, S, Q], loss_term [])``."""
 
-    def call(self, inputs: tf.Tensor, training: Optional[bool] = None) -> tf.Tensor:
+    def call(
+        self, inputs: tf.Tensor, training: Optional[bool] = None, gate: Optional[tf.Tensor] = None
+    ) -> tf.Tensor:
         """Evaluate the layer on a packed mixture (or a deterministic ``[B, D]`` input).
+
+        ``gate`` ``[B]`` in ``[0, 1]`` caps the prior-reversion weight of each datapoint (an
+        :class:`~gpflux_avdgp.AmortizedGPLayer` with anchors only; the model's
+        :class:`~gpflux_avdgp.layers.input_guard.InputGuard` passes its gate on ``x``).
 
         Adds the layer's KL term with ``add_loss`` (an :class:`~gpflux_avdgp.AVDGPModel` logs
         the sum over its GP layers as ``kl``).
@@ -316,7 +322,10 @@ class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer, metaclass=abc.ABCMe
             inputs = checked_finite(inputs, f"the inputs x of {self.name}")
         with tf.name_scope("propagate"):
             propagated = self._propagate(inputs, training)
-        means, variances, loss_term = self._components(propagated, training)
+        if gate is None:
+            means, variances, loss_term = self._components(propagated, training)
+        else:
+            means, variances, loss_term = self._components(propagated, training, gate=gate)
         self.add_loss(loss_term)
         packed = GaussianMixture(means, variances, propagated.log_weights).pack()
         # Stops a step whose output (or, in the backward pass, whose gradient) is NaN or inf

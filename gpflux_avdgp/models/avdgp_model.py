@@ -32,7 +32,7 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 
 from ..keras_metrics import MixtureMetric, check_standard_metric
-from ..layers import MixtureLayer, TrainableLikelihood
+from ..layers import AmortizedGPLayer, InputGuard, MixtureLayer, TrainableLikelihood
 from ..layers.readers import mixture_reader_fix
 from ..objectives import AVDGPLoss
 from ..predictive import binary_labels, is_categorical, is_classifier, predictive_distribution
@@ -66,11 +66,17 @@ class AVDGPModel(tf_keras.Sequential):
 
     :param layers: as for ``tf_keras.Sequential``.
     :param name: the model's name.
+    :param guard: an :class:`~gpflux_avdgp.layers.input_guard.InputGuard` (a defensive
+        mixture off the data, ``build_avdgp(guard=True)``): placed with the anchors, trained on
+        its own ELBO in every step, mixed into the last GP layer's output in prediction.
     """
 
-    def __init__(self, layers=None, name: Optional[str] = None):
+    def __init__(self, layers=None, name: Optional[str] = None, guard: Optional[InputGuard] = None):
         super().__init__(layers=layers, name=name)
         object.__setattr__(self, "_extras", _Extras())  # not tracked by Keras
+        if guard is not None and not isinstance(guard, InputGuard):
+            raise TypeError(f"guard: expected an InputGuard, got {guard!r}")
+        self.guard = guard
 
     # ------------------------------------------------------------------ structure
     @property
@@ -122,6 +128,57 @@ class AVDGPModel(tf_keras.Sequential):
         if self.layers:
             self._check_reader(self.layers[-1], layer)
         super().add(layer)
+
+    def call(self, inputs, training=None, mask=None):
+        """The layers in order. With a guard, in prediction: the last GP layer's reversion
+        weight is capped by the guard's gate on ``x`` (if it is an ``AmortizedGPLayer`` with
+        anchors), and the guard's component joins its packed mixture before the likelihood."""
+        if self.guard is None:
+            return super().call(inputs, training=training, mask=mask)
+        packed, last = inputs, len(self.layers) - 2
+        gate = None if training else self.guard.gate(inputs)
+        for index, layer in enumerate(self.layers[:-1]):
+            gated = index == last and isinstance(layer, AmortizedGPLayer) and layer.num_anchors
+            extra = {"gate": gate} if gated and gate is not None else {}
+            packed = layer(packed, training=training, **extra)
+        packed = self.guard([inputs, packed], training=training)
+        return self.layers[-1](packed, training=training)
+
+    @property
+    def trainable_weights(self) -> list[tf.Variable]:
+        """The layers' trainable weights, then the guard's (a ``Sequential`` collects its
+        layers' only)."""
+        weights = super().trainable_weights
+        if self.guard is None or not self.trainable:
+            return weights
+        return self._dedup_weights(weights + self.guard.trainable_weights)
+
+    @property
+    def non_trainable_weights(self) -> list[tf.Variable]:
+        """The layers' non-trainable weights, then the guard's (its anchors and reach)."""
+        weights = super().non_trainable_weights
+        if self.guard is None:
+            return weights
+        return self._dedup_weights(weights + self.guard.non_trainable_weights)
+
+    def get_config(self) -> dict:
+        """``Sequential``'s config, with the guard's."""
+        config = super().get_config()
+        if self.guard is not None:
+            config["guard"] = tf_keras.saving.serialize_keras_object(self.guard)
+        return config
+
+    @classmethod
+    def from_config(cls, config: dict, custom_objects=None) -> "AVDGPModel":
+        """Rebuild the model and its guard (the trained values come with the weights)."""
+        config = dict(config)
+        guard = config.pop("guard", None)
+        model = super().from_config(config, custom_objects=custom_objects)
+        if guard is not None:
+            model.guard = tf_keras.saving.deserialize_keras_object(
+                guard, custom_objects=custom_objects
+            )
+        return model
 
     # ------------------------------------------------------------------ compile
     def compile(self, optimizer="rmsprop", loss=None, metrics=None, weighted_metrics=None, **kw):
@@ -247,6 +304,9 @@ class AVDGPModel(tf_keras.Sequential):
         with tf.control_dependencies(checked), tf.GradientTape() as tape:
             y_pred = self(x, training=True)  # after the checks: draw counters advance then
             loss = self.compute_loss(x, y, y_pred, sample_weight)
+            if self.guard is not None:
+                labels = self._gpflow_labels(y)
+                loss += self.guard.training_loss(x, labels, sample_weight)
         variables = self.trainable_variables
         gradients = tape.gradient(loss, variables)
         with tf.control_dependencies([gradients_check(loss, gradients)]):  # every update op

@@ -12,7 +12,8 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 
 from ..kernels import MeanFunctionArg
-from ..layers import AmortizedGPLayer, TrainableLikelihood
+from ..layers import AmortizedGPLayer, InputGuard, TrainableLikelihood
+from ..layers.input_guard import guard_gp_layer
 from ..presets import hidden_mean_function as preset_hidden_mean_function
 from ..presets import layer_options
 from ..rules import ModelRule
@@ -20,6 +21,10 @@ from ..validation import check_choice, check_nonnegative_int, check_positive_int
 from .avdgp_model import AVDGPModel
 
 __all__ = ["build_avdgp"]
+
+#: Anchors and inducing points of ``build_avdgp(guard=True)``'s guard (``docs/design.md``: 128
+#: inducing points guard the gaps as well as 256, 64 do not).
+GUARD_SIZE = 128
 
 
 def build_avdgp(
@@ -34,6 +39,7 @@ def build_avdgp(
     num_train_samples: Optional[int] = None,
     preset: str = "default",
     hidden_mean_function: MeanFunctionArg | str = "preset",
+    guard: bool = False,
     name: str = "avdgp",
     **layer_kwargs,
 ) -> AVDGPModel:
@@ -54,6 +60,10 @@ def build_avdgp(
     :param num_train_samples: Monte Carlo samples per datapoint in training, AR1/AR2 only;
         default 1 for AR1 (the paper: "S can be as small as 1 when we train with stochastic
         gradient optimizers"), ``S`` for AR2. AR2P has no samples.
+    :param guard: give the model an :class:`~gpflux_avdgp.layers.input_guard.InputGuard`: 128
+        fixed anchors on ``x`` and a 128-point SVGP on ``x`` with its own copy of
+        ``likelihood``, taking up to 80 % of the prediction where ``x`` is beyond the
+        anchors' reach (gaps and shifts the hidden layers fold back onto the data).
     :param name: the model's name.
     :param anchor_posterior: in ``layer_kwargs``, a flag for every layer or a sequence with
         one flag per layer (e.g. ``(True, False, False)``): anchors with a global posterior
@@ -136,7 +146,16 @@ def build_avdgp(
             )
         )
     layers.append(TrainableLikelihood(likelihood, objective=rule.objective, name="likelihood"))
-    return AVDGPModel(layers, name=name)
+    input_guard = None
+    if guard:
+        input_guard = InputGuard(
+            guard_gp_layer(input_dim, units[-1], GUARD_SIZE, num_data),
+            gpflow.utilities.deepcopy(likelihood),
+            input_dim=input_dim,
+            num_anchors=GUARD_SIZE,
+            name="guard",
+        )
+    return AVDGPModel(layers, name=name, guard=input_guard)
 
 
 def _layer_kwargs(layer_kwargs: dict, hidden_mean_functions: Sequence, index: int) -> dict:

@@ -6,7 +6,9 @@
 
 A variant is ``K:scale:beta`` (``beta`` ``none``: the gate alone, no SVGP), with ``:var`` to
 lower ``a_x`` also where the SVGP's f variance over its prior variance is beyond the 0.99
-quantile of its training rows'. Run from the repository root with ``PYTHONPATH=.``:
+quantile of its training rows', with ``:nogate`` to mix the default's last layer ungated
+(``p_gated`` replaced by the default's own prediction). Run from the repository root with
+``PYTHONPATH=.``:
 
     python raw_defensive.py kink 0
     python raw_defensive.py hole 0 --variants 512:0.5:0.2,512:0.5:0.2:var
@@ -38,7 +40,9 @@ VARIANTS = "32:0.5:none,32:0.5:0.1,32:0.5:0.2,32:0.5:0.3,32:1.0:0.2,128:0.5:none
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("problem")
 parser.add_argument("seed", type=int)
-parser.add_argument("--variants", default=VARIANTS, help="comma-separated K:scale:beta[:var]")
+parser.add_argument(
+    "--variants", default=VARIANTS, help="comma-separated K:scale:beta[:var][:nogate]"
+)
 parser.add_argument("--guard-size", type=int, default=256, help="the SVGP's inducing points")
 args = parser.parse_args()
 problem, seed = args.problem, args.seed
@@ -103,11 +107,12 @@ with float_type(config.dtype):
             a = np.minimum(a, np.clip(1.0 - beyond, 0.0, 1.0))
         return a
 
-    def make(count, scale, beta, by_variance):
+    def make(count, scale, beta, by_variance, gate_last):
         def predict(x):
             n = len(x)
             ax = a_x(x, count, scale, by_variance)
-            STATE["ax"] = np.concatenate([ax, np.ones(padded_size(n, 1000, False) - n)])
+            if gate_last:
+                STATE["ax"] = np.concatenate([ax, np.ones(padded_size(n, 1000, False) - n)])
             gated = arrays(dgp, x)
             STATE["ax"] = None
             if beta is None:
@@ -120,13 +125,13 @@ with float_type(config.dtype):
         return predict
 
     for count, scale, beta, flag in variants:
-        p = make(count, scale, beta, flag == ["var"])
+        p = make(count, scale, beta, "var" in flag, "nogate" not in flag)
         if problem == "hole":
             s = hole_scores(p, seed)
             keys = ["hole_f_coverage", "hole_nll", "hole_rmse"]
         else:
             s = function_scores(problem, p, seed)
             keys = ["gap_f_coverage", "gap_nll", "gap_rmse", "far_ratio_1", "beyond_coverage_95"]
-        label = f"K={count} s={scale} beta={beta}{'+var' if flag else ''}"
+        label = f"K={count} s={scale} beta={beta}" + "".join(f"+{f}" for f in flag)
         values = " ".join(f"{k}={s[k]:.3f}" for k in keys)
         print(f"RESULT {problem} {seed} {label} {values}", flush=True)

@@ -1,0 +1,209 @@
+"""A defensive mixture off the data: a sparse GP on the raw input takes a share of the
+prediction where ``x`` leaves the training data.
+
+An amortized deep GP's hidden layers can fold an input that lies in a gap of the data, or
+shifted beyond it, back onto the training features, so no layer's reach gate sees that it left
+(``docs/uncertainty.md``). The guard measures the distance where it is kept, on ``x`` itself:
+``K`` fixed anchors ``C`` (training rows spread over the data) and their reach ``r`` (the 0.99
+quantile of the training rows' nearest-anchor distance, :func:`~gpflux_avdgp.core.anchors.
+reach_of`) give the gate ``a_x = reach_weight(d(x), r, s)``, and the model predicts
+
+    p(y | x) = (1 - w) p_AVDGP(y | x) + w p_SVGP(y | x),   w = (1 - a_x)(1 - beta),
+
+with an SVGP on ``x`` (a GPflux ``GPLayer``: global inducing points, whose variance grows in a
+gap as a GP's does) trained on its own ELBO beside the model. Within the reach (``a_x = 1``)
+the prediction is the AVDGP's; where ``a_x = 0`` its log density is at least the SVGP's plus
+``log(1 - beta)``. The mixture is one more component of the packed mixture of ``f``, so the
+likelihood layer, ``predict``, :func:`~gpflux_avdgp.predict_mixture` and the export read it
+unchanged. ``docs/design.md`` ("A defensive mixture off the data") records the measurements.
+"""
+
+from __future__ import annotations
+
+import gpflow
+import gpflux
+import numpy as np
+import tensorflow as tf
+from check_shapes import check_shapes
+from gpflow.keras import tf_keras
+
+from ..core.anchors import nearest_anchor_distance, reach_of, reach_weight, spread_rows
+from ..core.mixture import GaussianMixture
+from ..gpflow_config import likelihood_from_config, likelihood_to_config
+from ..predictive import PredictiveDistribution
+from ..rules import Objective
+from ..validation import check_positive_int
+from .gpflux_adapter import SigmaPointGPLayer
+from .module_state import GPflowModuleState
+
+__all__ = ["InputGuard", "guard_gp_layer"]
+
+
+def guard_gp_layer(
+    input_dim: int, output_dim: int, num_inducing: int, num_data: int
+) -> SigmaPointGPLayer:
+    """The guard's SVGP: a GPflux ``GPLayer`` with a Matérn-5/2 kernel shared by the outputs
+    and ``num_inducing`` shared inducing points (placed on training rows with the anchors,
+    :meth:`InputGuard.place`), read as a one-component mixture.
+
+    :param input_dim: ``D``.
+    :param output_dim: ``Q``, the model's latent outputs.
+    :param num_inducing: ``M``.
+    :param num_data: ``N``, scales its KL term.
+    """
+    kernel = gpflux.helpers.construct_basic_kernel(
+        gpflow.kernels.Matern52(), output_dim=output_dim, share_hyperparams=True
+    )
+    inducing = gpflux.helpers.construct_basic_inducing_variables(
+        num_inducing,
+        input_dim,
+        output_dim=output_dim,
+        share_variables=True,
+        z_init=np.zeros((num_inducing, input_dim)),
+    )
+    layer = gpflux.layers.GPLayer(
+        kernel,
+        inducing,
+        num_data=num_data,
+        num_latent_gps=output_dim,
+        mean_function=gpflow.mean_functions.Zero(),
+        name="guard_svgp",
+        verbose=False,
+    )
+    return SigmaPointGPLayer(layer, rule="ar2", num_points=1, name="guard_gp")
+
+
+@tf_keras.utils.register_keras_serializable(package="gpflux_avdgp")
+class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
+    """The model's guard off the data (module docstring): anchors on ``x``, an SVGP on ``x``
+    with its own copy of the likelihood, and the share ``w(x)`` it takes of the prediction.
+
+    An :class:`~gpflux_avdgp.AVDGPModel` holds it (``build_avdgp(guard=True)``), places it with
+    the anchors before ``fit``, trains it on its ELBO in every step and mixes it into the
+    prediction; ``training=True`` calls leave the model's mixture as it is.
+
+    :param gp: the guard's SVGP, :func:`guard_gp_layer`.
+    :param likelihood: the guard's own likelihood (a copy of the model's: the guard's ELBO
+        does not move the model's noise).
+    :param input_dim: ``D``, the model's input width.
+    :param num_anchors: ``K``, fixed anchors on ``x``; well below ``N`` (with most rows as
+        anchors, held-in rows fall beyond the reach).
+    :param keep: ``beta``, the AVDGP's share where ``a_x = 0``.
+    :param scale: ``s`` of the reach gate (:func:`~gpflux_avdgp.core.anchors.reach_weight`).
+    """
+
+    def __init__(
+        self,
+        gp: SigmaPointGPLayer,
+        likelihood: gpflow.likelihoods.Likelihood,
+        *,
+        input_dim: int,
+        num_anchors: int = 128,
+        keep: float = 0.2,
+        scale: float = 0.5,
+        **kwargs,
+    ):
+        if not isinstance(gp, SigmaPointGPLayer):
+            raise TypeError(f"gp: expected a SigmaPointGPLayer (guard_gp_layer), got {gp!r}")
+        if not isinstance(likelihood, gpflow.likelihoods.Likelihood):
+            raise TypeError(f"likelihood: expected a GPflow likelihood, got {likelihood!r}")
+        if not 0.0 <= keep < 1.0 or not scale > 0.0:
+            raise ValueError(
+                f"keep, scale: expected 0 <= keep < 1 and scale > 0, got {keep}, {scale}"
+            )
+        kwargs.setdefault("dtype", gpflow.default_float())
+        super().__init__(**kwargs)
+        self.gp = gp
+        self.likelihood = likelihood
+        self.input_dim = check_positive_int("input_dim", input_dim)
+        self.num_anchors = check_positive_int("num_anchors", num_anchors)
+        self.keep = float(keep)
+        self.scale = float(scale)
+        self.anchors = self.add_weight(
+            name="anchors", shape=(self.num_anchors, self.input_dim), initializer="zeros",
+            trainable=False,
+        )  # fmt: skip
+        #: 0 until placed: the gate is then 1 everywhere and the guard takes no share
+        self.reach = self.add_weight(name="reach", shape=(), initializer="zeros", trainable=False)
+        self.gp.build(tf.TensorShape([None, self.input_dim]))
+        self.built = True
+
+    def _gpflow_modules(self) -> list[tf.Module]:
+        return [self.likelihood]
+
+    @property
+    def placed(self) -> bool:
+        """Whether the anchors, their reach and the inducing points are placed (eagerly)."""
+        return bool(self.reach.numpy() > 0)
+
+    def place(self, inputs: tf.Tensor) -> None:
+        """Place the anchors and the SVGP's inducing points on rows spread over ``inputs``
+        ``[N, D]`` (training rows, :func:`~gpflux_avdgp.layers.anchor_placement.
+        placement_inputs`) and measure the reach on them."""
+        inputs = tf.cast(tf.convert_to_tensor(inputs), self.dtype)
+        self.anchors.assign(spread_rows(inputs, self.num_anchors))
+        self.reach.assign(reach_of(nearest_anchor_distance(inputs, self.anchors), self.anchors))
+        inducing = self.gp.gp_layer.inducing_variable.inducing_variable
+        inducing.Z.assign(spread_rows(inputs, int(inducing.Z.shape[0])))
+
+    @check_shapes("inputs: [B, D]", "return: [B]")
+    def gate(self, inputs: tf.Tensor) -> tf.Tensor:
+        """``a_x``, the reach gate on ``x``, ``[B]``: 1 within the reach (and until placed)."""
+        distances = nearest_anchor_distance(inputs, tf.convert_to_tensor(self.anchors))
+        return reach_weight(distances, tf.convert_to_tensor(self.reach), self.scale)
+
+    @check_shapes("inputs: [B, D]", "return: [B]")
+    def share(self, inputs: tf.Tensor) -> tf.Tensor:
+        """``w(x) = (1 - a_x)(1 - beta)``, the guard's share of the prediction, ``[B]``."""
+        return (1.0 - self.gate(inputs)) * (1.0 - self.keep)
+
+    def call(self, inputs: list[tf.Tensor], training=None) -> tf.Tensor:
+        """``[x [B, D], packed [B, S, 2 Q + 1]]`` to the packed mixture with the guard's
+        component: ``[B, S + 1, 2 Q + 1]`` (``training``: ``packed`` unchanged)."""
+        x, packed = inputs
+        if training:
+            return packed
+        model = GaussianMixture.unpack(packed)
+        guard = GaussianMixture.unpack(self.gp(x, training=False))  # [B, 1, Q]
+        share = self.share(x)[:, None]  # [B, 1]
+        tiny = np.finfo(self.dtype).tiny  # log 0 would be -inf: a weight below tiny is 0 anyway
+        log_weights = tf.concat(
+            [model.log_weights + tf.math.log1p(-share), tf.math.log(tf.maximum(share, tiny))],
+            axis=-1,
+        )
+        return GaussianMixture(
+            means=tf.concat([model.means, guard.means], axis=1),
+            variances=tf.concat([model.variances, guard.variances], axis=1),
+            log_weights=log_weights,
+        ).pack()
+
+    def training_loss(self, x: tf.Tensor, y: tf.Tensor, sample_weight=None) -> tf.Tensor:
+        """The guard's negative ELBO per datapoint on a batch, ``[]``: its expected log
+        likelihood under its own likelihood (``sample_weight`` as Keras weighs the loss: the
+        sum over the batch divided by its size) and its KL term over ``N``."""
+        packed = self.gp(x, training=True)
+        data = PredictiveDistribution.from_packed(self.likelihood, packed, Objective.ELBO)
+        values = -data.objective_value(y)  # [B]
+        if sample_weight is not None:
+            values = values * tf.reshape(tf.cast(sample_weight, values.dtype), [-1])
+        return tf.reduce_mean(values) + tf.add_n(self.gp.losses)
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config.update(
+            gp=tf_keras.saving.serialize_keras_object(self.gp),
+            likelihood=likelihood_to_config(self.likelihood),
+            input_dim=self.input_dim,
+            num_anchors=self.num_anchors,
+            keep=self.keep,
+            scale=self.scale,
+        )
+        return config
+
+    @classmethod
+    def from_config(cls, config: dict) -> "InputGuard":
+        """Rebuild the guard; its trained values come with the weights."""
+        config = dict(config)
+        config["gp"] = tf_keras.saving.deserialize_keras_object(config["gp"])
+        config["likelihood"] = likelihood_from_config(config["likelihood"])
+        return cls(**config)

@@ -1,0 +1,179 @@
+"""The input guard: a defensive mixture of the model and an SVGP on ``x`` off the data."""
+
+from __future__ import annotations
+
+import gpflow
+import numpy as np
+import pytest
+import tensorflow as tf
+from gpflow.keras import tf_keras
+
+import gpflux_avdgp
+from gpflux_avdgp.core.mixture import unpack_numpy
+from gpflux_avdgp.layers.input_guard import InputGuard, guard_gp_layer
+
+
+def _gap_data(rng, rows: int = 60):
+    """1-D rows either side of a gap ``(-0.6, 0.6)``."""
+    x = np.concatenate([rng.uniform(-2, -0.6, rows // 2), rng.uniform(0.6, 2, rows // 2)])
+    x = x[:, None]
+    return x, np.sin(3 * x) + 0.1 * rng.standard_normal(x.shape)
+
+
+def _guarded(num_data: int, **kwargs) -> gpflux_avdgp.AVDGPModel:
+    return gpflux_avdgp.build_avdgp(
+        1, [2, 1], [3, 3], num_data, gpflow.likelihoods.Gaussian(0.1), num_points=4, seed=0,
+        guard=True, **kwargs,
+    )  # fmt: skip
+
+
+def _reach_gate_numpy(x, anchors, reach, scale):
+    distances = np.sqrt(((x[:, None, :] - anchors[None]) ** 2).sum(-1)).min(-1)
+    return np.exp(-0.5 * (np.maximum(distances - reach, 0.0) / (scale * reach)) ** 2)
+
+
+def test_the_share_is_the_reach_gate_on_x_against_numpy(rng):
+    x, _ = _gap_data(rng)
+    guard = InputGuard(
+        guard_gp_layer(1, 1, 5, len(x)), gpflow.likelihoods.Gaussian(), input_dim=1,
+        num_anchors=7, keep=0.3, scale=0.5,
+    )  # fmt: skip
+    tests = np.linspace(-4, 4, 41)[:, None]
+    np.testing.assert_array_equal(guard.share(tf.constant(tests)).numpy(), np.zeros(41))
+    guard.place(tf.constant(x))
+    rows = np.arange(7) * len(x) // 7
+    np.testing.assert_array_equal(guard.anchors.numpy(), x[rows])
+    np.testing.assert_array_equal(
+        guard.gp.gp_layer.inducing_variable.inducing_variable.Z.numpy(), x[np.arange(5) * 60 // 5]
+    )
+    others = np.sort(np.sqrt(((x[:, None] - x[rows][None]) ** 2).sum(-1)).min(-1))
+    others = others[others > 1e-150]  # rows that are not anchors
+    reach = others[int(0.99 * (len(others) - 1))]
+    assert float(guard.reach.numpy()) == pytest.approx(reach, rel=1e-12)
+    expected = (1 - _reach_gate_numpy(tests, x[rows], reach, 0.5)) * (1 - 0.3)
+    np.testing.assert_allclose(guard.share(tf.constant(tests)).numpy(), expected, rtol=1e-12)
+
+
+def test_prediction_mixes_the_guard_in_with_its_share_against_numpy(rng):
+    x, y = _gap_data(rng)
+    model = _guarded(len(x))
+    model.compile(tf_keras.optimizers.Adam(0.01))
+    model.fit(x, y, epochs=2, batch_size=30, verbose=0)
+    tests = tf.constant(np.linspace(-4, 4, 17)[:, None])
+    guard = model.guard
+    hidden = model.layers[-3](tests, training=False)
+    packed = model.layers[-2](hidden, training=False, gate=guard.gate(tests))
+    means, variances, log_weights = unpack_numpy(packed.numpy())
+    g_mean, g_var = (t.numpy() for t in guard.gp.gp_layer.predict(tests))  # [N, 1] each
+    share = guard.share(tests).numpy()[:, None]
+    mixed = gpflux_avdgp.predict_mixture(model, tests.numpy())
+    np.testing.assert_allclose(
+        mixed.weights, np.concatenate([np.exp(log_weights) * (1 - share), share], 1),
+        rtol=1e-12, atol=1e-300,
+    )  # fmt: skip
+    # the same layers, traced by predict_mixture and eager here: equal to rounding
+    np.testing.assert_allclose(mixed.f_means[:, :-1], means, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(mixed.f_variances[:, :-1], variances, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(mixed.f_means[:, -1], g_mean, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(mixed.f_variances[:, -1], g_var, rtol=1e-12, atol=1e-12)
+    assert share.max() == pytest.approx(0.8) and share.min() == 0.0
+
+
+def test_beyond_the_reach_the_last_layer_reverts_to_its_prior(rng):
+    """The gate on x caps the last layer's reversion weight: where it is 0 the layer's
+    components are its prior's, mean 0 (no mean function) and the kernel's variance."""
+    x, y = _gap_data(rng)
+    model = _guarded(len(x))
+    model.compile(tf_keras.optimizers.Adam(0.01))
+    model.fit(x, y, epochs=2, batch_size=30, verbose=0)
+    far = np.array([[-30.0], [30.0]])
+    assert not model.guard.gate(tf.constant(far)).numpy().any()
+    mixed = gpflux_avdgp.predict_mixture(model, far)
+    prior = float(model.layers[-2].kernel.variance.numpy())
+    np.testing.assert_allclose(mixed.f_means[:, :-1], 0.0, atol=1e-100)  # sqrt(tiny) m
+    np.testing.assert_allclose(mixed.f_variances[:, :-1], prior, rtol=1e-12)
+    hidden = model.layers[-3](tf.constant(far), training=False)
+    ungated = unpack_numpy(model.layers[-2](hidden, training=False).numpy())
+    assert np.abs(ungated[0]).min() > 0.0  # the test would hold without the gate otherwise
+
+
+def test_within_the_reach_the_prediction_is_the_model_s_to_the_bit(rng):
+    x, y = _gap_data(rng)
+    model = _guarded(len(x))
+    model.compile(tf_keras.optimizers.Adam(0.01))
+    model.fit(x, y, epochs=2, batch_size=30, verbose=0)
+    inside = x[:20]
+    assert not model.guard.share(tf.constant(inside)).numpy().any()
+    guarded = model.predict(inside, verbose=0)
+    guard, model.guard = model.guard, None
+    plain = model.predict(inside, verbose=0)
+    model.guard = guard
+    for key in plain:
+        np.testing.assert_array_equal(guarded[key], plain[key])
+
+
+def test_the_guard_trains_on_its_own_elbo_and_not_through_the_model_s_likelihood(rng):
+    x, y = _gap_data(rng)
+    model = _guarded(len(x))
+    model.compile(tf_keras.optimizers.Adam(0.01))
+    model.fit(x, y, epochs=1, batch_size=60, verbose=0)  # places, builds the optimizer
+    guard = model.guard
+    noise = guard.likelihood.variance
+    with tf.GradientTape(persistent=True) as tape:
+        guard_loss = guard.training_loss(tf.constant(x), tf.constant(y))
+        model_loss = model.compute_loss(
+            x, tf.constant(y), model(tf.constant(x), training=True), None
+        )
+    model_noise = model.likelihood.variance.unconstrained_variable
+    assert tape.gradient(guard_loss, model_noise) is None
+    for variable in guard.trainable_variables:
+        assert tape.gradient(model_loss, variable) is None
+    # the data term against the Gaussian expected log likelihood in closed form
+    mean, var = (t.numpy() for t in guard.gp.gp_layer.predict(tf.constant(x)))
+    sigma2 = float(noise.numpy())
+    expected = 0.5 * np.log(2 * np.pi * sigma2) + ((y - mean) ** 2 + var) / (2 * sigma2)
+    kl = float(guard.gp.gp_layer.prior_kl().numpy()) / len(x)
+    assert float(guard_loss) == pytest.approx(expected.mean() + kl, rel=1e-10)
+    before = [v.numpy().copy() for v in (guard.likelihood.variance.unconstrained_variable,
+                                         guard.gp.gp_layer.q_mu)]  # fmt: skip
+    model.fit(x, y, epochs=1, batch_size=60, verbose=0)
+    after = [guard.likelihood.variance.unconstrained_variable.numpy(), guard.gp.gp_layer.q_mu]
+    for old, new in zip(before, after):
+        assert not np.array_equal(old, np.asarray(new))
+
+
+@pytest.mark.parametrize("path", ["model.keras", "saved_model"])
+def test_a_saved_guarded_model_reloads_with_its_guard(rng, tmp_path, path):
+    x, y = _gap_data(rng)
+    model = _guarded(len(x))
+    model.compile(tf_keras.optimizers.Adam(0.01))
+    model.fit(x, y, epochs=2, batch_size=30, verbose=0)
+    tests = np.linspace(-4, 4, 9)[:, None]
+    expected = model.predict(tests, verbose=0)
+    model.save(tmp_path / path)
+    loaded = gpflux_avdgp.load_model(tmp_path / path)
+    assert loaded.guard is not None and loaded.guard.placed
+    got = loaded.predict(tests, verbose=0)
+    for key in expected:
+        np.testing.assert_allclose(got[key], expected[key], rtol=1e-12)
+
+
+def test_a_guarded_classifier_fits_and_predicts_probabilities(rng):
+    x = rng.normal(size=(40, 2))
+    labels = (x[:, :1] > 0).astype(float)
+    model = gpflux_avdgp.build_avdgp(
+        2, [2, 1], 3, 40, gpflow.likelihoods.Bernoulli(), num_points=4, seed=0, guard=True
+    )
+    model.compile(tf_keras.optimizers.Adam(0.01))
+    model.fit(x, labels, epochs=2, batch_size=20, verbose=0)
+    far = model.predict(np.array([[30.0, 30.0]]), verbose=0)["probabilities"]
+    assert far.shape == (1, 1) and 0.0 < float(far[0, 0]) < 1.0
+    assert model.guard.share(tf.constant([[30.0, 30.0]], tf.float64)).numpy()[0] == 0.8
+
+
+def test_the_guard_refuses_bad_options():
+    gp = guard_gp_layer(1, 1, 3, 10)
+    with pytest.raises(ValueError, match="keep, scale"):
+        InputGuard(gp, gpflow.likelihoods.Gaussian(), input_dim=1, keep=1.0)
+    with pytest.raises(TypeError, match="guard: expected an InputGuard"):
+        gpflux_avdgp.AVDGPModel([tf_keras.Input((1,))], guard="yes")
