@@ -17,7 +17,7 @@ from gpflow.keras import tf_keras
 from test_model_types import NUM_DATA, _data, _model
 
 import gpflux_avdgp as ga
-from gpflux_avdgp.layers.amortized_gp_layer import REACH_MOMENTUM
+from gpflux_avdgp.core.anchors import REACH_MOMENTUM
 from gpflux_avdgp.layers.anchor_placement import place_anchors
 from gpflux_avdgp.models.finite_steps import NonFiniteStep
 

@@ -33,7 +33,9 @@ from .cholesky import identity, jittered_cholesky
 from .covariances import gram_against, prior_variances
 
 __all__ = [
+    "REACH_MOMENTUM",
     "anchor_spacing",
+    "every_replicas_rows",
     "anchor_weight",
     "nearest_anchor_distance",
     "reach_of",
@@ -80,6 +82,18 @@ def anchor_weight(
 
 #: The share of training rows within the reach of an anchor (:func:`reach_of`).
 REACH_QUANTILE = 0.99
+#: How much of a followed statistic a training batch keeps: ``r <- m r + (1 - m) r_batch``.
+REACH_MOMENTUM = 0.9
+
+
+def every_replicas_rows(values: tf.Tensor) -> tf.Tensor:
+    """``values`` ``[B, ...]`` of the rows of every replica in sync, ``[B_global, ...]`` (on one
+    device, ``values``): a statistic of the step's batch is then the global batch's on every
+    replica, as on one device."""
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return values
+    return context.all_gather(tf.stop_gradient(values), axis=0)
 
 
 @check_shapes(

@@ -10,7 +10,9 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 
 from ..core.anchors import (
+    REACH_MOMENTUM,
     anchor_weight,
+    every_replicas_rows,
     nearest_anchor_distance,
     reach_of,
     reach_weight,
@@ -320,7 +322,7 @@ class AmortizedGPLayer(MixtureLayer):
                 self.anchor_reach.assign(reach)
             elif training:  # followed; 0 until measured (anchors placed on this first batch)
                 with tf.name_scope("reach_update"):
-                    batch_reach = reach_of(_every_replicas_rows(distances), self.anchors)
+                    batch_reach = reach_of(every_replicas_rows(distances), self.anchors)
                     followed = REACH_MOMENTUM * reach + (1.0 - REACH_MOMENTUM) * batch_reach
                     followed = reach if self._reach_kept else followed
                     reach = tf.where(reach > 0, followed, batch_reach)
@@ -488,20 +490,6 @@ class AmortizedGPLayer(MixtureLayer):
         if isinstance(config.get("mean_function"), dict):
             config["mean_function"] = module_from_config(config["mean_function"], "mean_function")
         return cls(**config)
-
-
-def _every_replicas_rows(values: tf.Tensor) -> tf.Tensor:
-    """``values`` ``[B, ...]`` of the rows of every replica in sync, ``[B_global, ...]`` (on one
-    device, ``values``): a statistic of the step's batch is then the global batch's on every
-    replica, as on one device."""
-    context = tf.distribute.get_replica_context()
-    if context is None or context.num_replicas_in_sync == 1:
-        return values
-    return context.all_gather(tf.stop_gradient(values), axis=0)
-
-
-#: How much of the reach a training batch keeps: ``r <- m r + (1 - m) reach_of(batch)``.
-REACH_MOMENTUM = 0.9
 
 
 def _reach_scale(scale: Optional[float], num_anchors: int) -> Optional[float]:

@@ -27,7 +27,15 @@ import tensorflow as tf
 from check_shapes import check_shapes
 from gpflow.keras import tf_keras
 
-from ..core.anchors import nearest_anchor_distance, reach_of, reach_weight, spread_rows
+from ..core.anchors import (
+    REACH_MOMENTUM,
+    REACH_QUANTILE,
+    every_replicas_rows,
+    nearest_anchor_distance,
+    reach_of,
+    reach_weight,
+    spread_rows,
+)
 from ..core.mixture import GaussianMixture
 from ..gpflow_config import likelihood_from_config, likelihood_to_config
 from ..predictive import PredictiveDistribution
@@ -90,6 +98,8 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
         anchors, held-in rows fall beyond the reach).
     :param keep: ``beta``, the AVDGP's share where ``a_x = 0``.
     :param scale: ``s`` of the reach gate (:func:`~gpflux_avdgp.core.anchors.reach_weight`).
+    :param variance_gate: also lower ``a_x`` where the SVGP's own variance is beyond its
+        training rows' (:meth:`gate`): a hole in the data that the anchors' reach spans.
     """
 
     def __init__(
@@ -101,6 +111,7 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
         num_anchors: int = 128,
         keep: float = 0.2,
         scale: float = 0.5,
+        variance_gate: bool = True,
         **kwargs,
     ):
         if not isinstance(gp, SigmaPointGPLayer):
@@ -119,12 +130,17 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
         self.num_anchors = check_positive_int("num_anchors", num_anchors)
         self.keep = float(keep)
         self.scale = float(scale)
+        self.variance_gate = bool(variance_gate)
         self.anchors = self.add_weight(
             name="anchors", shape=(self.num_anchors, self.input_dim), initializer="zeros",
             trainable=False,
         )  # fmt: skip
         #: 0 until placed: the gate is then 1 everywhere and the guard takes no share
         self.reach = self.add_weight(name="reach", shape=(), initializer="zeros", trainable=False)
+        #: rho_r, 0 until measured in training (the variance gate is then 1)
+        self.variance_reach = self.add_weight(
+            name="variance_reach", shape=(), initializer="zeros", trainable=False
+        )
         self.gp.build(tf.TensorShape([None, self.input_dim]))
         self.built = True
 
@@ -146,26 +162,44 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
         inducing = self.gp.gp_layer.inducing_variable.inducing_variable
         inducing.Z.assign(spread_rows(inputs, int(inducing.Z.shape[0])))
 
-    @check_shapes("inputs: [B, D]", "return: [B]")
-    def gate(self, inputs: tf.Tensor) -> tf.Tensor:
-        """``a_x``, the reach gate on ``x``, ``[B]``: 1 within the reach (and until placed)."""
+    def call(self, inputs: tf.Tensor, training=None) -> tuple[tf.Tensor, tf.Tensor]:
+        """The guard at ``x`` ``[B, D]``: its component, a packed mixture ``[B, 1, 2 Q + 1]``,
+        and its gate ``a_x`` ``[B]`` (:meth:`gate`)."""
+        component = self.gp(inputs, training=training)
+        return component, self.gate(inputs, component)
+
+    @check_shapes("inputs: [B, D]", "component: [B, 1, W]", "return: [B]")
+    def gate(self, inputs: tf.Tensor, component: tf.Tensor) -> tf.Tensor:
+        """``a_x`` ``[B]``: the reach gate of the anchors on ``x`` (1 within the reach and until
+        placed), and with ``variance_gate`` at most ``1 - (rho - rho_r) / (1 - rho_r)``
+        (clipped to ``[0, 1]``), ``rho`` the SVGP's ``f`` variance over its prior variance
+        (averaged over outputs) and ``rho_r`` its 0.99 quantile on the training rows
+        (followed in training; 1 while not measured)."""
         distances = nearest_anchor_distance(inputs, tf.convert_to_tensor(self.anchors))
-        return reach_weight(distances, tf.convert_to_tensor(self.reach), self.scale)
+        gate = reach_weight(distances, tf.convert_to_tensor(self.reach), self.scale)
+        if not self.variance_gate:
+            return gate
+        reach = tf.convert_to_tensor(self.variance_reach)
+        beyond = (self._variance_ratio(inputs, component) - reach) / tf.maximum(1.0 - reach, 1e-9)
+        by_variance = tf.where(reach > 0, tf.clip_by_value(1.0 - beyond, 0.0, 1.0), 1.0)
+        return tf.minimum(gate, by_variance)
+
+    def _variance_ratio(self, inputs: tf.Tensor, component: tf.Tensor) -> tf.Tensor:
+        """``rho`` ``[B]``: the component's ``f`` variance over the prior's, mean over outputs."""
+        variances = GaussianMixture.unpack(component).variances[:, 0, :]  # [B, Q]
+        prior = self.gp.gp_layer.kernel.K_diag(inputs, full_output_cov=False)  # [B, Q]
+        return tf.reduce_mean(variances / prior, axis=-1)
 
     @check_shapes("inputs: [B, D]", "return: [B]")
     def share(self, inputs: tf.Tensor) -> tf.Tensor:
         """``w(x) = (1 - a_x)(1 - beta)``, the guard's share of the prediction, ``[B]``."""
-        return (1.0 - self.gate(inputs)) * (1.0 - self.keep)
+        return (1.0 - self(inputs, training=False)[1]) * (1.0 - self.keep)
 
-    def call(self, inputs: list[tf.Tensor], training=None) -> tf.Tensor:
-        """``[x [B, D], packed [B, S, 2 Q + 1]]`` to the packed mixture with the guard's
-        component: ``[B, S + 1, 2 Q + 1]`` (``training``: ``packed`` unchanged)."""
-        x, packed = inputs
-        if training:
-            return packed
-        model = GaussianMixture.unpack(packed)
-        guard = GaussianMixture.unpack(self.gp(x, training=False))  # [B, 1, Q]
-        share = self.share(x)[:, None]  # [B, 1]
+    def mix(self, packed: tf.Tensor, component: tf.Tensor, gate: tf.Tensor) -> tf.Tensor:
+        """The model's packed mixture ``[B, S, 2 Q + 1]`` with the guard's ``component``
+        ``[B, 1, 2 Q + 1]`` at weight ``w = (1 - gate)(1 - beta)``: ``[B, S + 1, 2 Q + 1]``."""
+        model, guard = GaussianMixture.unpack(packed), GaussianMixture.unpack(component)
+        share = ((1.0 - gate) * (1.0 - self.keep))[:, None]  # [B, 1]
         tiny = np.finfo(self.dtype).tiny  # log 0 would be -inf: a weight below tiny is 0 anyway
         log_weights = tf.concat(
             [model.log_weights + tf.math.log1p(-share), tf.math.log(tf.maximum(share, tiny))],
@@ -180,8 +214,17 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
     def training_loss(self, x: tf.Tensor, y: tf.Tensor, sample_weight=None) -> tf.Tensor:
         """The guard's negative ELBO per datapoint on a batch, ``[]``: its expected log
         likelihood under its own likelihood (``sample_weight`` as Keras weighs the loss: the
-        sum over the batch divided by its size) and its KL term over ``N``."""
+        sum over the batch divided by its size) and its KL term over ``N``. With
+        ``variance_gate``, ``rho_r`` follows the batch's 0.99 quantile of ``rho``."""
         packed = self.gp(x, training=True)
+        if self.variance_gate:
+            ratios = every_replicas_rows(tf.stop_gradient(self._variance_ratio(x, packed)))
+            count = tf.shape(ratios)[0]
+            rank = tf.cast(REACH_QUANTILE * tf.cast(count - 1, ratios.dtype), tf.int32)
+            batch_reach = tf.gather(tf.sort(ratios), rank)
+            reach = self.variance_reach
+            followed = REACH_MOMENTUM * reach + (1.0 - REACH_MOMENTUM) * batch_reach
+            self.variance_reach.assign(tf.where(reach > 0, followed, batch_reach))
         data = PredictiveDistribution.from_packed(self.likelihood, packed, Objective.ELBO)
         values = -data.objective_value(y)  # [B]
         if sample_weight is not None:
@@ -197,6 +240,7 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
             num_anchors=self.num_anchors,
             keep=self.keep,
             scale=self.scale,
+            variance_gate=self.variance_gate,
         )
         return config
 

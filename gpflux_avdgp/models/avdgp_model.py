@@ -135,14 +135,14 @@ class AVDGPModel(tf_keras.Sequential):
         anchors), and the guard's component joins its packed mixture before the likelihood."""
         if self.guard is None:
             return super().call(inputs, training=training, mask=mask)
+        if training:  # the guard trains on its own ELBO (train_step)
+            return super().call(inputs, training=training, mask=mask)
+        component, gate = self.guard(inputs, training=False)
         packed, last = inputs, len(self.layers) - 2
-        gate = None if training else self.guard.gate(inputs)
         for index, layer in enumerate(self.layers[:-1]):
             gated = index == last and isinstance(layer, AmortizedGPLayer) and layer.num_anchors
-            extra = {"gate": gate} if gated and gate is not None else {}
-            packed = layer(packed, training=training, **extra)
-        packed = self.guard([inputs, packed], training=training)
-        return self.layers[-1](packed, training=training)
+            packed = layer(packed, training=False, **({"gate": gate} if gated else {}))
+        return self.layers[-1](self.guard.mix(packed, component, gate), training=False)
 
     @property
     def trainable_weights(self) -> list[tf.Variable]:

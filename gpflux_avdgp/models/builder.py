@@ -39,7 +39,7 @@ def build_avdgp(
     num_train_samples: Optional[int] = None,
     preset: str = "default",
     hidden_mean_function: MeanFunctionArg | str = "preset",
-    guard: bool = False,
+    guard: bool | dict = False,
     name: str = "avdgp",
     **layer_kwargs,
 ) -> AVDGPModel:
@@ -63,7 +63,9 @@ def build_avdgp(
     :param guard: give the model an :class:`~gpflux_avdgp.layers.input_guard.InputGuard`: 128
         fixed anchors on ``x`` and a 128-point SVGP on ``x`` with its own copy of
         ``likelihood``, taking up to 80 % of the prediction where ``x`` is beyond the
-        anchors' reach (gaps and shifts the hidden layers fold back onto the data).
+        anchors' reach or the SVGP's variance beyond its training rows' (gaps, holes and
+        shifts the hidden layers fold back onto the data); a dict: ``InputGuard``'s options
+        (``num_anchors``, ``keep``, ``scale``, ``variance_gate``) and ``num_inducing``.
     :param name: the model's name.
     :param anchor_posterior: in ``layer_kwargs``, a flag for every layer or a sequence with
         one flag per layer (e.g. ``(True, False, False)``): anchors with a global posterior
@@ -148,12 +150,13 @@ def build_avdgp(
     layers.append(TrainableLikelihood(likelihood, objective=rule.objective, name="likelihood"))
     input_guard = None
     if guard:
+        options = {"num_anchors": GUARD_SIZE, **(guard if isinstance(guard, dict) else {})}
         input_guard = InputGuard(
-            guard_gp_layer(input_dim, units[-1], GUARD_SIZE, num_data),
+            guard_gp_layer(input_dim, units[-1], options.pop("num_inducing", GUARD_SIZE), num_data),
             gpflow.utilities.deepcopy(likelihood),
             input_dim=input_dim,
-            num_anchors=GUARD_SIZE,
             name="guard",
+            **options,
         )
     return AVDGPModel(layers, name=name, guard=input_guard)
 

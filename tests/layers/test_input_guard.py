@@ -54,6 +54,44 @@ def test_the_share_is_the_reach_gate_on_x_against_numpy(rng):
     np.testing.assert_allclose(guard.share(tf.constant(tests)).numpy(), expected, rtol=1e-12)
 
 
+def test_the_variance_gate_follows_the_svgp_s_variance_on_training_rows(rng):
+    """``rho_r`` is the batch's 0.99 quantile of ``rho`` on the first step, then followed
+    with the momentum; the gate is ``min(reach gate, clip(1 - (rho - rho_r) / (1 - rho_r)))``."""
+    from gpflux_avdgp.core.anchors import REACH_MOMENTUM
+
+    x, y = _gap_data(rng)
+    guard = InputGuard(
+        guard_gp_layer(1, 1, 5, len(x)), gpflow.likelihoods.Gaussian(), input_dim=1,
+        num_anchors=7,
+    )  # fmt: skip
+    guard.place(tf.constant(x))
+    kernel = guard.gp.gp_layer.kernel.kernel
+    kernel.lengthscales.assign(0.1)  # 5 inducing points leave holes in the data's span
+
+    def ratio(rows):
+        return guard.gp.gp_layer.predict(tf.constant(rows))[1].numpy()[:, 0] / float(
+            kernel.variance.numpy()
+        )
+
+    def quantile(values):
+        return np.sort(values)[int(0.99 * (len(values) - 1))]
+
+    first = quantile(ratio(x))
+    guard.training_loss(tf.constant(x), tf.constant(y))
+    assert float(guard.variance_reach.numpy()) == pytest.approx(first, rel=1e-12)
+    guard.gp.gp_layer.q_sqrt.assign(0.5 * guard.gp.gp_layer.q_sqrt)  # a trained SVGP's
+    second = quantile(ratio(x[:30]))
+    guard.training_loss(tf.constant(x[:30]), tf.constant(y[:30]))
+    followed = REACH_MOMENTUM * first + (1 - REACH_MOMENTUM) * second
+    assert float(guard.variance_reach.numpy()) == pytest.approx(followed, rel=1e-12)
+    tests = np.linspace(-4, 4, 41)[:, None]
+    by_variance = np.clip(1 - (ratio(tests) - followed) / (1 - followed), 0, 1)
+    reach = _reach_gate_numpy(tests, guard.anchors.numpy(), float(guard.reach.numpy()), 0.5)
+    gate = guard(tf.constant(tests))[1].numpy()
+    np.testing.assert_allclose(gate, np.minimum(reach, by_variance), rtol=1e-10, atol=1e-12)
+    assert (by_variance < reach).any()  # the variance part acts (the reach part: above)
+
+
 def test_prediction_mixes_the_guard_in_with_its_share_against_numpy(rng):
     x, y = _gap_data(rng)
     model = _guarded(len(x))
@@ -62,10 +100,12 @@ def test_prediction_mixes_the_guard_in_with_its_share_against_numpy(rng):
     tests = tf.constant(np.linspace(-4, 4, 17)[:, None])
     guard = model.guard
     hidden = model.layers[-3](tests, training=False)
-    packed = model.layers[-2](hidden, training=False, gate=guard.gate(tests))
+    component, gate = guard(tests, training=False)
+    packed = model.layers[-2](hidden, training=False, gate=gate)
     means, variances, log_weights = unpack_numpy(packed.numpy())
     g_mean, g_var = (t.numpy() for t in guard.gp.gp_layer.predict(tests))  # [N, 1] each
-    share = guard.share(tests).numpy()[:, None]
+    share = 0.8 * (1 - gate.numpy()[:, None])
+    np.testing.assert_array_equal(share[:, 0], guard.share(tests).numpy())
     mixed = gpflux_avdgp.predict_mixture(model, tests.numpy())
     np.testing.assert_allclose(
         mixed.weights, np.concatenate([np.exp(log_weights) * (1 - share), share], 1),
@@ -87,7 +127,7 @@ def test_beyond_the_reach_the_last_layer_reverts_to_its_prior(rng):
     model.compile(tf_keras.optimizers.Adam(0.01))
     model.fit(x, y, epochs=2, batch_size=30, verbose=0)
     far = np.array([[-30.0], [30.0]])
-    assert not model.guard.gate(tf.constant(far)).numpy().any()
+    assert not model.guard(tf.constant(far))[1].numpy().any()
     mixed = gpflux_avdgp.predict_mixture(model, far)
     prior = float(model.layers[-2].kernel.variance.numpy())
     np.testing.assert_allclose(mixed.f_means[:, :-1], 0.0, atol=1e-100)  # sqrt(tiny) m
@@ -102,8 +142,8 @@ def test_within_the_reach_the_prediction_is_the_model_s_to_the_bit(rng):
     model = _guarded(len(x))
     model.compile(tf_keras.optimizers.Adam(0.01))
     model.fit(x, y, epochs=2, batch_size=30, verbose=0)
-    inside = x[:20]
-    assert not model.guard.share(tf.constant(inside)).numpy().any()
+    inside = x[model.guard.share(tf.constant(x)).numpy() == 0]
+    assert len(inside) >= 0.9 * len(x)
     guarded = model.predict(inside, verbose=0)
     guard, model.guard = model.guard, None
     plain = model.predict(inside, verbose=0)
@@ -169,6 +209,21 @@ def test_a_guarded_classifier_fits_and_predicts_probabilities(rng):
     far = model.predict(np.array([[30.0, 30.0]]), verbose=0)["probabilities"]
     assert far.shape == (1, 1) and 0.0 < float(far[0, 0]) < 1.0
     assert model.guard.share(tf.constant([[30.0, 30.0]], tf.float64)).numpy()[0] == 0.8
+
+
+def test_build_avdgp_passes_the_guard_s_options():
+    model = gpflux_avdgp.build_avdgp(
+        2, [2, 1], 3, 40, gpflow.likelihoods.Gaussian(), seed=0,
+        guard={"num_anchors": 16, "num_inducing": 8, "variance_gate": False, "keep": 0.1},
+    )  # fmt: skip
+    guard = model.guard
+    assert guard.anchors.shape == (16, 2) and not guard.variance_gate and guard.keep == 0.1
+    assert guard.gp.gp_layer.inducing_variable.inducing_variable.Z.shape == (8, 2)
+    assert guard.likelihood is not model.likelihood
+    with pytest.raises(TypeError, match="num_anchor"):
+        gpflux_avdgp.build_avdgp(
+            2, [2, 1], 3, 40, gpflow.likelihoods.Gaussian(), guard={"num_anchor": 16}
+        )
 
 
 def test_the_guard_refuses_bad_options():

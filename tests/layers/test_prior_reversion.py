@@ -291,7 +291,7 @@ def test_a_trained_linear_mean_moves_where_the_identity_does_not(rng):
 
 
 def test_the_reach_is_measured_where_the_anchors_are_placed_then_follows_training(rng):
-    from gpflux_avdgp.layers.amortized_gp_layer import REACH_MOMENTUM
+    from gpflux_avdgp.core.anchors import REACH_MOMENTUM
 
     x = np.concatenate([rng.uniform(-2.0, -0.6, (60, 1)), rng.uniform(0.6, 2.0, (60, 1))])
     model = gpflux_avdgp.build_avdgp(

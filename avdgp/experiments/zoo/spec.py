@@ -118,8 +118,10 @@ DESIGNS = {
     "identity-reach": {"hidden_mean_function": "identity", "reach_gate": 1.0},
     # the identity in the first hidden layer only (x's distances kept), the second's trained
     "identity-first": {"hidden_mean_function": ("identity", "linear")},
-    # the default with a defensive mixture off the data (an SVGP on x, gated by anchors on x)
+    # the default with a defensive mixture off the data (an SVGP on x, gated by anchors on x
+    # and by the SVGP's variance), and gated by the anchors alone
     "guard": {"guard": True},
+    "guard-reach": {"guard": {"variance_gate": False}},
 }
 
 
