@@ -161,6 +161,9 @@ def model_spec(args, num_classes: int = 2):
     the classes found in the data, for classification)."""
     from avdgp.experiments.zoo import ModelSpec
 
+    guard = getattr(args, "guard", False)
+    if guard and args.model != "avdgp":
+        raise ValueError(f"--guard: an input guard is for --model avdgp, got --model {args.model}")
     return ModelSpec(
         model=args.model,
         rule=args.rule if args.model == "avdgp" else None,
@@ -172,6 +175,7 @@ def model_spec(args, num_classes: int = 2):
         num_points=args.points,
         seed=args.seed,
         preset=args.preset,
+        design="guard" if guard else None,
     )
 
 

@@ -222,6 +222,12 @@ def _add_fit(commands) -> None:
         "dsdgp, dspp 256,128,128; solve-gp M1,M2 512,512)",
     )
     fit.add_argument("--points", type=_positive_int, default=32, help="S, sigma points")
+    fit.add_argument(
+        "--guard",
+        action="store_true",
+        help="avdgp: an input guard, an SVGP on the inputs that takes over where they leave "
+        "the training data (gaps, holes, shifts; docs/uncertainty.md)",
+    )
     fit.add_argument("--epochs", type=_positive_int, default=100, help="training epochs")
     fit.add_argument("--batch-size", type=_positive_int, default=100, help="rows per step")
     _add_preset_arguments(fit)

@@ -295,6 +295,8 @@ class AVDGPModel(tf_keras.Sequential):
         """Keras' training step (:meth:`compute_loss`, the optimizer's update, the metrics)
         with the batch, the loss and every gradient checked before the update
         (:mod:`~gpflux_avdgp.models.finite_steps`), then the GP layers' KL sum into ``kl``.
+        With a guard, the loss (and ``loss`` in the logs) adds the guard's negative ELBO per
+        datapoint (:meth:`~gpflux_avdgp.layers.input_guard.InputGuard.training_loss`).
 
         :returns: the step's logs with ``kl`` added.
         """

@@ -400,6 +400,22 @@ def test_fit_models_and_formats(capsys, tmp_path, rng, model, rule, sizes, make_
         case.check(record)
 
 
+def test_fit_with_an_input_guard_saves_it_with_the_model(capsys, tmp_path, rng):
+    import gpflux_avdgp
+
+    x, y = regression_data(rng, 120, 2)
+    data = write_table(tmp_path / "d.csv", np.column_stack([x, y]).tolist())
+    out_json, saved = tmp_path / "record.json", tmp_path / "run"
+    args = ("fit", data, *DEEP, *TINY, "--guard", "--save", saved, "--json", out_json)
+    status, out, err = cli(capsys, *args)
+    assert status == 0, err
+    assert strict_json(out_json.read_text())["label"] == "avdgp-ar2p:guard"
+    model = gpflux_avdgp.load_model(next(saved.glob("*.keras")))
+    assert model.guard is not None and model.guard.placed
+    status, out, err = cli(capsys, "fit", data, "--model", "svgp", "--guard", "--quiet")
+    assert_one_line_cli_error(status, out, err, "--guard: an input guard is for --model avdgp")
+
+
 @pytest.mark.slow
 def test_fit_same_seed_gives_identical_metrics(capsys, tmp_path, rng):
     x, y = regression_data(rng, 120, 2)

@@ -69,6 +69,13 @@ def test_a_function_named_by_module_in_a_lambda_never_runs(saved, tmp_path):
     assert_refused(path, marker, "refused at config.layers\\[1\\]: layer .*Lambda")
 
 
+def test_a_payload_planted_as_the_model_s_guard_never_runs(saved, tmp_path):
+    """``AVDGPModel``'s config carries its input guard beside the layers: checked the same."""
+    marker = tmp_path / "marker"
+    path = planted(saved, tmp_path, lambda c: c["config"].update(guard=pipepager_lambda(marker)))
+    assert_refused(path, marker, "refused at config.guard: layer .*Lambda")
+
+
 @pytest.mark.slow  # runs a shell through Keras; the refusal above is the default-suite test
 def test_the_lambda_payload_is_live_under_plain_keras(saved, tmp_path):
     """Control: ``tf_keras`` alone (``safe_mode=True``) runs the shell command."""
