@@ -54,23 +54,27 @@ def test_the_share_is_the_reach_gate_on_x_against_numpy(rng):
     np.testing.assert_allclose(guard.share(tf.constant(tests)).numpy(), expected, rtol=1e-12)
 
 
-def test_the_variance_gate_follows_the_svgp_s_variance_on_training_rows(rng):
+def test_the_variance_gate_follows_the_svgp_s_variance_on_training_rows():
     """``rho_r`` is the batch's 0.99 quantile of ``rho`` on the first step, then followed
-    with the momentum; the gate is ``min(reach gate, clip(1 - (rho - rho_r) / (1 - rho_r)))``."""
+    with the momentum; the gate is ``min(reach gate, clip(1 - (rho - rho_r) / (1 - rho_r)))``
+    while ``rho_r <= VARIANCE_GATE_LIMIT``, the reach gate alone above it."""
     from gpflux_avdgp.core.anchors import REACH_MOMENTUM
+    from gpflux_avdgp.layers.input_guard import VARIANCE_GATE_LIMIT
 
-    x, y = _gap_data(rng)
+    x = np.concatenate([np.linspace(-2, -0.6, 30), np.linspace(0.6, 2, 30)])[:, None]
+    y = np.sin(3 * x)
     guard = InputGuard(
-        guard_gp_layer(1, 1, 5, len(x)), gpflow.likelihoods.Gaussian(), input_dim=1,
+        guard_gp_layer(1, 1, 12, len(x)), gpflow.likelihoods.Gaussian(), input_dim=1,
         num_anchors=7,
     )  # fmt: skip
     guard.place(tf.constant(x))
-    kernel = guard.gp.gp_layer.kernel.kernel
-    kernel.lengthscales.assign(0.1)  # 5 inducing points leave holes in the data's span
+    svgp = guard.gp.gp_layer
+    svgp.kernel.kernel.lengthscales.assign(0.3)  # 12 points leave holes in the data's span
+    svgp.q_sqrt.assign(0.05 * svgp.q_sqrt)  # a posterior that knows its data
 
     def ratio(rows):
-        return guard.gp.gp_layer.predict(tf.constant(rows))[1].numpy()[:, 0] / float(
-            kernel.variance.numpy()
+        return svgp.predict(tf.constant(rows))[1].numpy()[:, 0] / float(
+            svgp.kernel.kernel.variance.numpy()
         )
 
     def quantile(values):
@@ -79,17 +83,20 @@ def test_the_variance_gate_follows_the_svgp_s_variance_on_training_rows(rng):
     first = quantile(ratio(x))
     guard.training_loss(tf.constant(x), tf.constant(y))
     assert float(guard.variance_reach.numpy()) == pytest.approx(first, rel=1e-12)
-    guard.gp.gp_layer.q_sqrt.assign(0.5 * guard.gp.gp_layer.q_sqrt)  # a trained SVGP's
+    svgp.q_sqrt.assign(0.5 * svgp.q_sqrt)
     second = quantile(ratio(x[:30]))
     guard.training_loss(tf.constant(x[:30]), tf.constant(y[:30]))
     followed = REACH_MOMENTUM * first + (1 - REACH_MOMENTUM) * second
     assert float(guard.variance_reach.numpy()) == pytest.approx(followed, rel=1e-12)
+    assert followed <= VARIANCE_GATE_LIMIT
     tests = np.linspace(-4, 4, 41)[:, None]
     by_variance = np.clip(1 - (ratio(tests) - followed) / (1 - followed), 0, 1)
     reach = _reach_gate_numpy(tests, guard.anchors.numpy(), float(guard.reach.numpy()), 0.5)
     gate = guard(tf.constant(tests))[1].numpy()
     np.testing.assert_allclose(gate, np.minimum(reach, by_variance), rtol=1e-10, atol=1e-12)
-    assert (by_variance < reach).any()  # the variance part acts (the reach part: above)
+    assert (by_variance < reach - 1e-3).any()  # the variance part acts (the reach part: above)
+    guard.variance_reach.assign(0.6)  # above the limit: the SVGP does not know the data
+    np.testing.assert_allclose(guard(tf.constant(tests))[1].numpy(), reach, rtol=1e-10)
 
 
 def test_prediction_mixes_the_guard_in_with_its_share_against_numpy(rng):
