@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from helpers import REPO_ROOT
 
-PAGES = ["docs/gpflux.md", "docs/keras.md"]
+PAGES = ["docs/gpflux.md", "docs/keras.md", "docs/uncertainty.md"]
 BLOCK = re.compile(r"^```python\n(.*?)^```$", re.M | re.S)
 
 

@@ -199,9 +199,10 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
         prior = self.gp.gp_layer.kernel.K_diag(inputs, full_output_cov=False)  # [B, Q]
         return tf.reduce_mean(variances / prior, axis=-1)
 
-    @check_shapes("inputs: [B, D]", "return: [B]")
-    def share(self, inputs: tf.Tensor) -> tf.Tensor:
-        """``w(x) = (1 - a_x)(1 - beta)``, the guard's share of the prediction, ``[B]``."""
+    def share(self, inputs) -> tf.Tensor:
+        """``w(x) = (1 - a_x)(1 - beta)``, the guard's share of the prediction at ``inputs``
+        ``[B, D]`` (an array or tensor), ``[B]``: 0 inside the data."""
+        inputs = tf.convert_to_tensor(inputs, self.dtype)
         return (1.0 - self(inputs, training=False)[1]) * (1.0 - self.keep)
 
     def mix(self, packed: tf.Tensor, component: tf.Tensor, gate: tf.Tensor) -> tf.Tensor:
