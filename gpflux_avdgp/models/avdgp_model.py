@@ -74,8 +74,6 @@ class AVDGPModel(tf_keras.Sequential):
     def __init__(self, layers=None, name: Optional[str] = None, guard: Optional[InputGuard] = None):
         super().__init__(layers=layers, name=name)
         object.__setattr__(self, "_extras", _Extras())  # not tracked by Keras
-        if guard is not None and not isinstance(guard, InputGuard):
-            raise TypeError(f"guard: expected an InputGuard, got {guard!r}")
         self.guard = guard
 
     # ------------------------------------------------------------------ structure
@@ -128,6 +126,24 @@ class AVDGPModel(tf_keras.Sequential):
         if self.layers:
             self._check_reader(self.layers[-1], layer)
         super().add(layer)
+
+    @property
+    def guard(self) -> Optional[InputGuard]:
+        """The model's :class:`~gpflux_avdgp.layers.input_guard.InputGuard`, or ``None``."""
+        return self._guard
+
+    @guard.setter
+    def guard(self, guard: Optional[InputGuard]) -> None:
+        """Set or remove the guard; the traced step and prediction functions are dropped, so
+        the next call traces the model as it now is.
+
+        :raises TypeError: for anything but an ``InputGuard`` or ``None``.
+        """
+        if guard is not None and not isinstance(guard, InputGuard):
+            raise TypeError(f"guard: expected an InputGuard, got {guard!r}")
+        self._guard = guard
+        self.train_function = self.test_function = self.predict_function = None
+        self.__dict__.pop("_avdgp_mixture_function", None)  # predict_mixture's (prediction.py)
 
     def call(self, inputs, training=None, mask=None):
         """The layers in order. With a guard, in prediction: the last GP layer's reversion

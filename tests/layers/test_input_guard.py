@@ -151,12 +151,16 @@ def test_within_the_reach_the_prediction_is_the_model_s_to_the_bit(rng):
     model.fit(x, y, epochs=2, batch_size=30, verbose=0)
     inside = x[model.guard.share(tf.constant(x)).numpy() == 0]
     assert len(inside) >= 0.9 * len(x)
-    guarded = model.predict(inside, verbose=0)
-    guard, model.guard = model.guard, None
-    plain = model.predict(inside, verbose=0)
+    rows = np.concatenate([inside, [[0.0]]])  # and the gap's middle, where the guard acts
+    guarded = model.predict(rows, verbose=0)
+    guard, model.guard = model.guard, None  # drops the traced functions
+    plain = model.predict(rows, verbose=0)
+    assert gpflux_avdgp.predict_mixture(model, rows).weights.shape[1] == 4  # S, no guard
     model.guard = guard
+    assert gpflux_avdgp.predict_mixture(model, rows).weights.shape[1] == 5
     for key in plain:
-        np.testing.assert_array_equal(guarded[key], plain[key])
+        np.testing.assert_array_equal(guarded[key][:-1], plain[key][:-1])
+        assert guarded[key][-1] != plain[key][-1]
 
 
 def test_the_guard_trains_on_its_own_elbo_and_not_through_the_model_s_likelihood(rng):
