@@ -114,6 +114,8 @@ def test_design_names():
         "no-reach",
         "identity-reach",
         "identity-first",
+        "guard",
+        "guard-reach",
     }
     with pytest.raises(ValueError, match="expected a design in"):
         split_design("avdgp-ar2p:fast")
