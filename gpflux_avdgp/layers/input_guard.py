@@ -41,7 +41,7 @@ from ..gpflow_config import likelihood_from_config, likelihood_to_config
 from ..predictive import PredictiveDistribution
 from ..rules import Objective
 from ..validation import check_positive_int
-from .gpflux_adapter import SigmaPointGPLayer
+from .gpflux_config import gp_layer_from_config, gp_layer_modules, gp_layer_to_config
 from .module_state import GPflowModuleState
 
 __all__ = ["InputGuard", "VARIANCE_GATE_LIMIT", "guard_gp_layer"]
@@ -55,10 +55,10 @@ VARIANCE_GATE_LIMIT = 0.5
 
 def guard_gp_layer(
     input_dim: int, output_dim: int, num_inducing: int, num_data: int
-) -> SigmaPointGPLayer:
+) -> gpflux.layers.GPLayer:
     """The guard's SVGP: a GPflux ``GPLayer`` with a Matérn-5/2 kernel shared by the outputs
     and ``num_inducing`` shared inducing points (placed on training rows with the anchors,
-    :meth:`InputGuard.place`), read as a one-component mixture.
+    :meth:`InputGuard.place`).
 
     :param input_dim: ``D``.
     :param output_dim: ``Q``, the model's latent outputs.
@@ -84,7 +84,7 @@ def guard_gp_layer(
         name="guard_svgp",
         verbose=False,
     )
-    return SigmaPointGPLayer(layer, rule="ar2", num_points=1, name="guard_gp")
+    return layer
 
 
 @tf_keras.utils.register_keras_serializable(package="gpflux_avdgp")
@@ -96,7 +96,8 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
     the anchors before ``fit``, trains it on its ELBO in every step and mixes it into the
     prediction; ``training=True`` calls leave the model's mixture as it is.
 
-    :param gp: the guard's SVGP, :func:`guard_gp_layer`.
+    :param svgp: the guard's SVGP, a GPflux ``GPLayer`` (:func:`guard_gp_layer`), read with
+        its ``predict`` (its marginals at ``x``).
     :param likelihood: the guard's own likelihood (a copy of the model's: the guard's ELBO
         does not move the model's noise).
     :param input_dim: ``D``, the model's input width.
@@ -111,7 +112,7 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
 
     def __init__(
         self,
-        gp: SigmaPointGPLayer,
+        svgp: gpflux.layers.GPLayer,
         likelihood: gpflow.likelihoods.Likelihood,
         *,
         input_dim: int,
@@ -121,8 +122,8 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
         variance_gate: bool = True,
         **kwargs,
     ):
-        if not isinstance(gp, SigmaPointGPLayer):
-            raise TypeError(f"gp: expected a SigmaPointGPLayer (guard_gp_layer), got {gp!r}")
+        if not isinstance(svgp, gpflux.layers.GPLayer):
+            raise TypeError(f"svgp: expected a GPflux GPLayer (guard_gp_layer), got {svgp!r}")
         if not isinstance(likelihood, gpflow.likelihoods.Likelihood):
             raise TypeError(f"likelihood: expected a GPflow likelihood, got {likelihood!r}")
         if not 0.0 <= keep < 1.0 or not scale > 0.0:
@@ -131,7 +132,7 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
             )
         kwargs.setdefault("dtype", gpflow.default_float())
         super().__init__(**kwargs)
-        self.gp = gp
+        self.svgp = svgp
         self.likelihood = likelihood
         self.input_dim = check_positive_int("input_dim", input_dim)
         self.num_anchors = check_positive_int("num_anchors", num_anchors)
@@ -148,11 +149,10 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
         self.variance_reach = self.add_weight(
             name="variance_reach", shape=(), initializer="zeros", trainable=False
         )
-        self.gp.build(tf.TensorShape([None, self.input_dim]))
         self.built = True
 
     def _gpflow_modules(self) -> list[tf.Module]:
-        return [self.likelihood]
+        return [self.likelihood, *gp_layer_modules(self.svgp)]
 
     @property
     def placed(self) -> bool:
@@ -166,14 +166,32 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
         inputs = tf.cast(tf.convert_to_tensor(inputs), self.dtype)
         self.anchors.assign(spread_rows(inputs, self.num_anchors))
         self.reach.assign(reach_of(nearest_anchor_distance(inputs, self.anchors), self.anchors))
-        inducing = self.gp.gp_layer.inducing_variable.inducing_variable
+        inducing = self.svgp.inducing_variable.inducing_variable
         inducing.Z.assign(spread_rows(inputs, int(inducing.Z.shape[0])))
 
     def call(self, inputs: tf.Tensor, training=None) -> tuple[tf.Tensor, tf.Tensor]:
         """The guard at ``x`` ``[B, D]``: its component, a packed mixture ``[B, 1, 2 Q + 1]``,
         and its gate ``a_x`` ``[B]`` (:meth:`gate`)."""
-        component = self.gp(inputs, training=training)
+        component = self._component(inputs)
         return component, self.gate(inputs, component)
+
+    def _component(self, inputs: tf.Tensor) -> tf.Tensor:
+        """The SVGP's marginals at ``inputs`` ``[B, D]`` (GPflux's ``predict``) as a
+        one-component packed mixture ``[B, 1, 2 Q + 1]``."""
+        inputs = tf.cast(inputs, self.dtype)  # as Keras casts a layer's inputs
+        mean, variance = self.svgp.predict(inputs, full_cov=False, full_output_cov=False)
+        zeros = tf.zeros_like(mean[:, :1])  # [B, 1]: log weight 0
+        return GaussianMixture(mean[:, None], variance[:, None], zeros).pack()
+
+    def _kl_term(self) -> tf.Tensor:
+        """``(KL[q(u) || p(u)] - log p(kernel hyperparameters)) / N``, as GPflux's layers add
+        it (the log prior is 0 for parameters without priors)."""
+        svgp = self.svgp
+        log_prior = tf.add_n(
+            [tf.zeros([], self.dtype)]
+            + [p.log_prior_density() for p in svgp.kernel.trainable_parameters]
+        )
+        return (svgp.prior_kl() - log_prior) / tf.cast(svgp.num_data, self.dtype)
 
     @check_shapes("inputs: [B, D]", "component: [B, 1, W]", "return: [B]")
     def gate(self, inputs: tf.Tensor, component: tf.Tensor) -> tf.Tensor:
@@ -196,7 +214,7 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
     def _variance_ratio(self, inputs: tf.Tensor, component: tf.Tensor) -> tf.Tensor:
         """``rho`` ``[B]``: the component's ``f`` variance over the prior's, mean over outputs."""
         variances = GaussianMixture.unpack(component).variances[:, 0, :]  # [B, Q]
-        prior = self.gp.gp_layer.kernel.K_diag(inputs, full_output_cov=False)  # [B, Q]
+        prior = self.svgp.kernel.K_diag(inputs, full_output_cov=False)  # [B, Q]
         return tf.reduce_mean(variances / prior, axis=-1)
 
     def share(self, inputs) -> tf.Tensor:
@@ -226,7 +244,8 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
         likelihood under its own likelihood (``sample_weight`` as Keras weighs the loss: the
         sum over the batch divided by its size) and its KL term over ``N``. With
         ``variance_gate``, ``rho_r`` follows the batch's 0.99 quantile of ``rho``."""
-        packed = self.gp(x, training=True)
+        x = tf.cast(x, self.dtype)  # not through Keras' call, which would cast it
+        packed = self._component(x)
         if self.variance_gate:
             ratios = every_replicas_rows(tf.stop_gradient(self._variance_ratio(x, packed)))
             count = tf.shape(ratios)[0]
@@ -239,12 +258,12 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
         values = -data.objective_value(y)  # [B]
         if sample_weight is not None:
             values = values * tf.reshape(tf.cast(sample_weight, values.dtype), [-1])
-        return tf.reduce_mean(values) + tf.add_n(self.gp.losses)
+        return tf.reduce_mean(values) + self._kl_term()
 
     def get_config(self) -> dict:
         config = super().get_config()
         config.update(
-            gp=tf_keras.saving.serialize_keras_object(self.gp),
+            svgp=gp_layer_to_config(self.svgp, owner=self.name),
             likelihood=likelihood_to_config(self.likelihood),
             input_dim=self.input_dim,
             num_anchors=self.num_anchors,
@@ -258,6 +277,6 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
     def from_config(cls, config: dict) -> "InputGuard":
         """Rebuild the guard; its trained values come with the weights."""
         config = dict(config)
-        config["gp"] = tf_keras.saving.deserialize_keras_object(config["gp"])
+        config["svgp"] = gp_layer_from_config(config["svgp"])
         config["likelihood"] = likelihood_from_config(config["likelihood"])
         return cls(**config)

@@ -44,7 +44,7 @@ def test_the_share_is_the_reach_gate_on_x_against_numpy(rng):
     rows = np.arange(7) * len(x) // 7
     np.testing.assert_array_equal(guard.anchors.numpy(), x[rows])
     np.testing.assert_array_equal(
-        guard.gp.gp_layer.inducing_variable.inducing_variable.Z.numpy(), x[np.arange(5) * 60 // 5]
+        guard.svgp.inducing_variable.inducing_variable.Z.numpy(), x[np.arange(5) * 60 // 5]
     )
     others = np.sort(np.sqrt(((x[:, None] - x[rows][None]) ** 2).sum(-1)).min(-1))
     others = others[others > 1e-150]  # rows that are not anchors
@@ -68,7 +68,7 @@ def test_the_variance_gate_follows_the_svgp_s_variance_on_training_rows():
         num_anchors=7,
     )  # fmt: skip
     guard.place(tf.constant(x))
-    svgp = guard.gp.gp_layer
+    svgp = guard.svgp
     svgp.kernel.kernel.lengthscales.assign(0.3)  # 12 points leave holes in the data's span
     svgp.q_sqrt.assign(0.05 * svgp.q_sqrt)  # a posterior that knows its data
 
@@ -110,7 +110,7 @@ def test_prediction_mixes_the_guard_in_with_its_share_against_numpy(rng):
     component, gate = guard(tests, training=False)
     packed = model.layers[-2](hidden, training=False, gate=gate)
     means, variances, log_weights = unpack_numpy(packed.numpy())
-    g_mean, g_var = (t.numpy() for t in guard.gp.gp_layer.predict(tests))  # [N, 1] each
+    g_mean, g_var = (t.numpy() for t in guard.svgp.predict(tests))  # [N, 1] each
     share = 0.8 * (1 - gate.numpy()[:, None])
     np.testing.assert_array_equal(share[:, 0], guard.share(tests).numpy())
     mixed = gpflux_avdgp.predict_mixture(model, tests.numpy())
@@ -121,8 +121,8 @@ def test_prediction_mixes_the_guard_in_with_its_share_against_numpy(rng):
     # the same layers, traced by predict_mixture and eager here: equal to rounding
     np.testing.assert_allclose(mixed.f_means[:, :-1], means, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(mixed.f_variances[:, :-1], variances, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(mixed.f_means[:, -1], g_mean, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(mixed.f_variances[:, -1], g_var, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(mixed.f_means[:, -1], g_mean, rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(mixed.f_variances[:, -1], g_var, rtol=1e-9, atol=1e-11)
     assert share.max() == pytest.approx(0.8) and share.min() == 0.0
 
 
@@ -180,15 +180,15 @@ def test_the_guard_trains_on_its_own_elbo_and_not_through_the_model_s_likelihood
     for variable in guard.trainable_variables:
         assert tape.gradient(model_loss, variable) is None
     # the data term against the Gaussian expected log likelihood in closed form
-    mean, var = (t.numpy() for t in guard.gp.gp_layer.predict(tf.constant(x)))
+    mean, var = (t.numpy() for t in guard.svgp.predict(tf.constant(x)))
     sigma2 = float(noise.numpy())
     expected = 0.5 * np.log(2 * np.pi * sigma2) + ((y - mean) ** 2 + var) / (2 * sigma2)
-    kl = float(guard.gp.gp_layer.prior_kl().numpy()) / len(x)
+    kl = float(guard.svgp.prior_kl().numpy()) / len(x)
     assert float(guard_loss) == pytest.approx(expected.mean() + kl, rel=1e-10)
     before = [v.numpy().copy() for v in (guard.likelihood.variance.unconstrained_variable,
-                                         guard.gp.gp_layer.q_mu)]  # fmt: skip
+                                         guard.svgp.q_mu)]  # fmt: skip
     model.fit(x, y, epochs=1, batch_size=60, verbose=0)
-    after = [guard.likelihood.variance.unconstrained_variable.numpy(), guard.gp.gp_layer.q_mu]
+    after = [guard.likelihood.variance.unconstrained_variable.numpy(), guard.svgp.q_mu]
     for old, new in zip(before, after):
         assert not np.array_equal(old, np.asarray(new))
 
@@ -229,7 +229,7 @@ def test_build_avdgp_passes_the_guard_s_options():
     )  # fmt: skip
     guard = model.guard
     assert guard.anchors.shape == (16, 2) and not guard.variance_gate and guard.keep == 0.1
-    assert guard.gp.gp_layer.inducing_variable.inducing_variable.Z.shape == (8, 2)
+    assert guard.svgp.inducing_variable.inducing_variable.Z.shape == (8, 2)
     assert guard.likelihood is not model.likelihood
     with pytest.raises(TypeError, match="num_anchor"):
         gpflux_avdgp.build_avdgp(
@@ -241,5 +241,7 @@ def test_the_guard_refuses_bad_options():
     gp = guard_gp_layer(1, 1, 3, 10)
     with pytest.raises(ValueError, match="keep, scale"):
         InputGuard(gp, gpflow.likelihoods.Gaussian(), input_dim=1, keep=1.0)
+    with pytest.raises(TypeError, match="svgp: expected a GPflux GPLayer"):
+        InputGuard("svgp", gpflow.likelihoods.Gaussian(), input_dim=1)
     with pytest.raises(TypeError, match="guard: expected an InputGuard"):
         gpflux_avdgp.AVDGPModel([tf_keras.Input((1,))], guard="yes")
