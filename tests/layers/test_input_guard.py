@@ -245,3 +245,18 @@ def test_the_guard_refuses_bad_options():
         InputGuard("svgp", gpflow.likelihoods.Gaussian(), input_dim=1)
     with pytest.raises(TypeError, match="guard: expected an InputGuard"):
         gpflux_avdgp.AVDGPModel([tf_keras.Input((1,))], guard="yes")
+
+
+@pytest.mark.slow  # two XLA compilations, about a minute
+def test_a_guarded_model_trains_under_xla_as_without(rng):
+    """The guard's step compiles with XLA (its quantile is a sort and a gather) and gives the
+    eager graph's first-step loss."""
+    x, y = _gap_data(rng)
+    losses = []
+    for jit_compile in (False, True):
+        model = _guarded(len(x))
+        model.compile(tf_keras.optimizers.Adam(0.01), jit_compile=jit_compile)
+        history = model.fit(x, y, epochs=1, batch_size=60, verbose=0)
+        losses.append(history.history["loss"][0])
+        assert float(model.guard.variance_reach.numpy()) > 0.0
+    assert losses[1] == pytest.approx(losses[0], rel=1e-6)
