@@ -147,7 +147,11 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
         self.reach = self.add_weight(name="reach", shape=(), initializer="zeros", trainable=False)
         #: rho_r, 0 until measured in training (the variance gate is then 1)
         self.variance_reach = self.add_weight(
-            name="variance_reach", shape=(), initializer="zeros", trainable=False
+            name="variance_reach",
+            shape=(),
+            initializer="zeros",
+            trainable=False,
+            aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,  # assigned in the step
         )
         self.built = True
 
@@ -242,8 +246,10 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
     def training_loss(self, x: tf.Tensor, y: tf.Tensor, sample_weight=None) -> tf.Tensor:
         """The guard's negative ELBO per datapoint on a batch, ``[]``: its expected log
         likelihood under its own likelihood (``sample_weight`` as Keras weighs the loss: the
-        sum over the batch divided by its size) and its KL term over ``N``. With
-        ``variance_gate``, ``rho_r`` follows the batch's 0.99 quantile of ``rho``."""
+        sum over the batch divided by its size) and its KL term over ``N``; under a
+        ``tf.distribute`` strategy each replica's share (divided by the replicas in sync, as
+        Keras scales its losses). With ``variance_gate``, ``rho_r`` follows the 0.99 quantile
+        of ``rho`` over the global batch."""
         x = tf.cast(x, self.dtype)  # not through Keras' call, which would cast it
         packed = self._component(x)
         if self.variance_gate:
@@ -258,7 +264,10 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
         values = -data.objective_value(y)  # [B]
         if sample_weight is not None:
             values = values * tf.reshape(tf.cast(sample_weight, values.dtype), [-1])
-        return tf.reduce_mean(values) + self._kl_term()
+        context = tf.distribute.get_replica_context()
+        replicas = 1 if context is None else context.num_replicas_in_sync
+        # each replica's share, as Keras scales its losses: the gradients are summed
+        return (tf.reduce_mean(values) + self._kl_term()) / replicas
 
     def get_config(self) -> dict:
         config = super().get_config()

@@ -15,7 +15,9 @@ hooks (``compile``, ``compute_loss``, ``compute_metrics``, ``predict_step``):
 * ``predict`` returns ``{"mean": [N, Q], "std": [N, Q]}`` of ``y`` with the central 95 %
   interval (classifiers: ``{"probabilities": [N, K]}``);
   :func:`~gpflux_avdgp.predict_mixture` gives the mixture;
-* History logs the layers' KL term as ``kl``.
+* History logs the layers' KL term as ``kl``;
+* an optional :class:`~gpflux_avdgp.layers.input_guard.InputGuard` (``build_avdgp(guard=True)``)
+  is trained beside the layers and mixed into the prediction off the data.
 
 ``docs/design.md`` ("The model's output") records the alternatives measured.
 """
@@ -177,6 +179,15 @@ class AVDGPModel(tf_keras.Sequential):
             return weights
         return self._dedup_weights(weights + self.guard.non_trainable_weights)
 
+    @property
+    def weights(self) -> list[tf.Variable]:
+        """The layers' weights, then the guard's (what ``get_weights``, ``set_weights`` and
+        Keras' ``restore_best_weights`` read)."""
+        weights = super().weights
+        if self.guard is None:
+            return weights
+        return self._dedup_weights(weights + self.guard.weights)
+
     def get_config(self) -> dict:
         """``Sequential``'s config, with the guard's."""
         config = super().get_config()
@@ -311,8 +322,9 @@ class AVDGPModel(tf_keras.Sequential):
         """Keras' training step (:meth:`compute_loss`, the optimizer's update, the metrics)
         with the batch, the loss and every gradient checked before the update
         (:mod:`~gpflux_avdgp.models.finite_steps`), then the GP layers' KL sum into ``kl``.
-        With a guard, the loss (and ``loss`` in the logs) adds the guard's negative ELBO per
-        datapoint (:meth:`~gpflux_avdgp.layers.input_guard.InputGuard.training_loss`).
+        With a guard, the loss minimised adds the guard's negative ELBO per datapoint
+        (:meth:`~gpflux_avdgp.layers.input_guard.InputGuard.training_loss`); ``loss`` in the
+        logs stays the model's (Keras' loss tracker reads the compiled loss).
 
         :returns: the step's logs with ``kl`` added.
         """

@@ -1,6 +1,7 @@
 """Train the same small AVDGP on one device and under MirroredStrategy on two logical CPUs.
 
-    python mirrored_fit.py RULE  ->  prints one JSON line: losses and weights of both runs
+    python mirrored_fit.py RULE [guard]  ->  prints one JSON line: losses and weights of both
+    runs (``guard``: the model has an input guard)
 
 Used by tests/training/test_distributed.py (logical devices must be set before TensorFlow starts, so
 this runs in its own process).
@@ -25,7 +26,7 @@ from gpflow.keras import tf_keras  # noqa: E402
 import gpflux_avdgp  # noqa: E402
 
 
-def train(strategy: tf.distribute.Strategy, rule: str) -> tuple[list, list]:
+def train(strategy: tf.distribute.Strategy, rule: str, guard: bool) -> tuple[list, list]:
     rng = np.random.default_rng(0)
     x = rng.normal(size=(200, 2))
     y = np.sin(x[:, :1]) + 0.1 * rng.normal(size=(200, 1))
@@ -33,9 +34,11 @@ def train(strategy: tf.distribute.Strategy, rule: str) -> tuple[list, list]:
     with strategy.scope():
         likelihood = gpflow.likelihoods.Gaussian(0.1)
         model = gpflux_avdgp.build_avdgp(
-            2, [2, 1], [4, 3], 200, likelihood, rule=rule, num_points=4, seed=1
+            2, [2, 1], [4, 3], 200, likelihood, rule=rule, num_points=4, seed=1, guard=guard
         )
-        model.compile(tf_keras.optimizers.Adam(0.02), loss=gpflux_avdgp.AVDGPLoss(likelihood))
+        # SGD with a guard: Adam's steps would hide a gradient scaled by the replicas
+        optimizer = tf_keras.optimizers.SGD(0.02) if guard else tf_keras.optimizers.Adam(0.02)
+        model.compile(optimizer, loss=gpflux_avdgp.AVDGPLoss(likelihood))
     data = tf.data.Dataset.from_tensor_slices((x, y)).batch(40)  # global batch 40
     history = model.fit(data, epochs=3, verbose=0)
     weights = [w.tolist() for w in model.get_weights() if w.dtype.kind == "f"]
@@ -43,9 +46,9 @@ def train(strategy: tf.distribute.Strategy, rule: str) -> tuple[list, list]:
 
 
 def main() -> None:
-    rule = sys.argv[1]
-    single = train(tf.distribute.OneDeviceStrategy("/cpu:0"), rule)
-    mirrored = train(tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]), rule)
+    rule, guard = sys.argv[1], sys.argv[2:] == ["guard"]
+    single = train(tf.distribute.OneDeviceStrategy("/cpu:0"), rule, guard)
+    mirrored = train(tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]), rule, guard)
     print(json.dumps({"single": single, "mirrored": mirrored}))
 
 

@@ -32,9 +32,21 @@ SCRIPT = SCRIPTS_DIR / "mirrored_fit.py"
     ],
 )
 def test_mirrored_strategy_matches_one_device(rule):
+    _check_mirrored_matches_one_device(rule)
+
+
+@pytest.mark.slow
+def test_mirrored_strategy_with_an_input_guard_matches_one_device():
+    """The guard's loss is each replica's share (SGD: a gradient doubled by two replicas
+    would show in the weights, Adam's steps would hide it), its variance quantile the global
+    batch's; its weights are among the model's."""
+    _check_mirrored_matches_one_device("ar2p", "guard")
+
+
+def _check_mirrored_matches_one_device(*args: str) -> None:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), rule], capture_output=True, text=True, env=env, timeout=600
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=600
     )
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
