@@ -151,9 +151,7 @@ class AVDGPModel(tf_keras.Sequential):
         """The layers in order. With a guard, in prediction: the last GP layer's reversion
         weight is capped by the guard's gate on ``x`` (if it is an ``AmortizedGPLayer`` with
         anchors), and the guard's component joins its packed mixture before the likelihood."""
-        if self.guard is None:
-            return super().call(inputs, training=training, mask=mask)
-        if training:  # the guard trains on its own ELBO (train_step)
+        if self.guard is None or training:  # the guard trains on its own ELBO (train_step)
             return super().call(inputs, training=training, mask=mask)
         component, gate = self.guard(inputs, training=False)
         packed, last = inputs, len(self.layers) - 2
@@ -173,11 +171,13 @@ class AVDGPModel(tf_keras.Sequential):
 
     @property
     def non_trainable_weights(self) -> list[tf.Variable]:
-        """The layers' non-trainable weights, then the guard's (its anchors and reach)."""
+        """The layers' non-trainable weights, then the guard's (its anchors and reach; all of
+        them in a frozen model, as Keras counts the layers')."""
         weights = super().non_trainable_weights
         if self.guard is None:
             return weights
-        return self._dedup_weights(weights + self.guard.non_trainable_weights)
+        guard = self.guard.non_trainable_weights if self.trainable else self.guard.weights
+        return self._dedup_weights(weights + guard)
 
     @property
     def weights(self) -> list[tf.Variable]:

@@ -237,6 +237,13 @@ def test_build_avdgp_passes_the_guard_s_options():
         )
 
 
+def test_a_frozen_guarded_model_keeps_the_guard_s_weights_among_its_non_trainable_ones():
+    model = _guarded(40)
+    count = len(model.weights)
+    model.trainable = False
+    assert not model.trainable_weights and len(model.non_trainable_weights) == count
+
+
 def test_the_guard_refuses_bad_options():
     gp = guard_gp_layer(1, 1, 3, 10)
     with pytest.raises(ValueError, match="keep, scale"):
