@@ -195,6 +195,21 @@ def reach_weight(inputs: np.ndarray, anchors: np.ndarray, reach: float, scale: f
     return out
 
 
+def range_weight(inputs, lower, upper, spread, scale: float) -> np.ndarray:
+    """The range gate ``exp(-(e / s)^2 / 2)``, ``e`` the largest distance beyond the range
+    ``[lower_d, upper_d]`` over the inputs ``d`` with ``spread_d > 0``, in units of
+    ``spread_d``, ``[N]``."""
+    out = np.ones(len(inputs))
+    for n, x in enumerate(inputs):
+        excess = 0.0
+        for d in range(len(x)):
+            if spread[d] > 0:
+                beyond = max(0.0, x[d] - upper[d], lower[d] - x[d])
+                excess = max(excess, beyond / spread[d])
+        out[n] = math.exp(-0.5 * (excess / scale) ** 2)
+    return out
+
+
 def anchor_spacing(anchors: np.ndarray) -> float:
     """The lower median over anchors of the distance to the nearest anchor at another place."""
     nearest = []

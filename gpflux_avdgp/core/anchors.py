@@ -38,6 +38,7 @@ __all__ = [
     "every_replicas_rows",
     "anchor_weight",
     "nearest_anchor_distance",
+    "range_weight",
     "reach_of",
     "reach_weight",
     "revert_to_prior",
@@ -182,6 +183,35 @@ def reach_weight(distances: tf.Tensor, reach: tf.Tensor, scale: float) -> tf.Ten
         scale * tf.where(measured, reach, tf.ones_like(reach))
     )
     return tf.where(measured, tf.exp(-0.5 * tf.square(excess)), tf.ones_like(distances))
+
+
+@check_shapes(
+    "inputs: [N, D]",
+    "lower: [D]",
+    "upper: [D]",
+    "spread: [D]",
+    "return: [N]",
+)
+def range_weight(
+    inputs: tf.Tensor, lower: tf.Tensor, upper: tf.Tensor, spread: tf.Tensor, scale: float
+) -> tf.Tensor:
+    """The range gate ``a(x) = exp(-(e(x) / s)^2 / 2)``, ``e(x) = max_d max(0, x_d - u_d,
+    l_d - x_d) / sigma_d``: 1 within the box of the training rows' range ``[l, u]``, falling
+    with the distance beyond it along any one input, in units of that input's spread
+    ``sigma_d``, by ``e^{-1/2}`` at ``s`` spreads. An input with ``sigma_d = 0`` (not placed,
+    or constant in the data) does not gate.
+
+    :param inputs: ``x``, ``[N, D]``.
+    :param lower: ``l``, ``[D]``.
+    :param upper: ``u``, ``[D]``.
+    :param spread: ``sigma``, ``[D]``.
+    :param scale: ``s > 0``.
+    :returns: ``[N]``, in ``(0, 1]``.
+    """
+    beyond = tf.nn.relu(tf.maximum(inputs - upper, lower - inputs))  # [N, D]
+    measured = spread > 0
+    excess = tf.where(measured, beyond / tf.where(measured, spread, tf.ones_like(spread)), 0.0)
+    return tf.exp(-0.5 * tf.square(tf.reduce_max(excess, axis=-1) / scale))
 
 
 @check_shapes(

@@ -32,6 +32,7 @@ from ..core.anchors import (
     REACH_QUANTILE,
     every_replicas_rows,
     nearest_anchor_distance,
+    range_weight,
     reach_of,
     reach_weight,
     spread_rows,
@@ -108,6 +109,10 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
     :param variance_gate: also lower ``a_x`` where the SVGP's own variance is beyond its
         training rows' (:meth:`gate`): a hole in the data that the anchors' reach spans; acts
         only where the SVGP knows the data (:data:`VARIANCE_GATE_LIMIT`).
+    :param range_gate: also lower ``a_x`` beyond the training rows' range along any one
+        input (:func:`~gpflux_avdgp.core.anchors.range_weight`, scale ``s`` in that input's
+        standard deviations): a shift along one input, which the nearest-anchor distance of
+        many inputs hardly sees.
     """
 
     def __init__(
@@ -120,6 +125,7 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
         keep: float = 0.2,
         scale: float = 0.5,
         variance_gate: bool = True,
+        range_gate: bool = False,
         **kwargs,
     ):
         if not isinstance(svgp, gpflux.layers.GPLayer):
@@ -139,12 +145,21 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
         self.keep = float(keep)
         self.scale = float(scale)
         self.variance_gate = bool(variance_gate)
+        self.range_gate = bool(range_gate)
         self.anchors = self.add_weight(
             name="anchors", shape=(self.num_anchors, self.input_dim), initializer="zeros",
             trainable=False,
         )  # fmt: skip
         #: 0 until placed: the gate is then 1 everywhere and the guard takes no share
         self.reach = self.add_weight(name="reach", shape=(), initializer="zeros", trainable=False)
+        #: the training rows' range [lower, upper] and standard deviation per input (0 until
+        #: placed: the range gate is then 1)
+        self.lower, self.upper, self.spread = (
+            self.add_weight(
+                name=name, shape=(self.input_dim,), initializer="zeros", trainable=False
+            )
+            for name in ("lower", "upper", "spread")
+        )
         #: rho_r, 0 until measured in training (the variance gate is then 1)
         self.variance_reach = self.add_weight(
             name="variance_reach",
@@ -170,6 +185,9 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
         inputs = tf.cast(tf.convert_to_tensor(inputs), self.dtype)
         self.anchors.assign(spread_rows(inputs, self.num_anchors))
         self.reach.assign(reach_of(nearest_anchor_distance(inputs, self.anchors), self.anchors))
+        self.lower.assign(tf.reduce_min(inputs, axis=0))
+        self.upper.assign(tf.reduce_max(inputs, axis=0))
+        self.spread.assign(tf.math.reduce_std(inputs, axis=0))
         inducing = self.svgp.inducing_variable.inducing_variable
         inducing.Z.assign(spread_rows(inputs, int(inducing.Z.shape[0])))
 
@@ -200,13 +218,16 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
     @check_shapes("inputs: [B, D]", "component: [B, 1, W]", "return: [B]")
     def gate(self, inputs: tf.Tensor, component: tf.Tensor) -> tf.Tensor:
         """``a_x`` ``[B]``: the reach gate of the anchors on ``x`` (1 within the reach and until
-        placed), and with ``variance_gate`` at most ``1 - (rho - rho_r) / (1 - rho_r)``
+        placed); with ``range_gate`` at most the range gate; with ``variance_gate`` at most ``1 - (rho - rho_r) / (1 - rho_r)``
         (clipped to ``[0, 1]``), ``rho`` the SVGP's ``f`` variance over its prior variance
         (averaged over outputs) and ``rho_r`` its 0.99 quantile on the training rows
         (followed in training); 1 while not measured or while ``rho_r`` is above
         :data:`VARIANCE_GATE_LIMIT`."""
         distances = nearest_anchor_distance(inputs, tf.convert_to_tensor(self.anchors))
         gate = reach_weight(distances, tf.convert_to_tensor(self.reach), self.scale)
+        if self.range_gate:
+            bounds = (tf.convert_to_tensor(w) for w in (self.lower, self.upper, self.spread))
+            gate = tf.minimum(gate, range_weight(inputs, *bounds, self.scale))
         if not self.variance_gate:
             return gate
         reach = tf.convert_to_tensor(self.variance_reach)
@@ -279,6 +300,7 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
             keep=self.keep,
             scale=self.scale,
             variance_gate=self.variance_gate,
+            range_gate=self.range_gate,
         )
         return config
 

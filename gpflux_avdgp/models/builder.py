@@ -65,7 +65,7 @@ def build_avdgp(
         ``likelihood``, taking up to 80 % of the prediction where ``x`` is beyond the
         anchors' reach or the SVGP's variance beyond its training rows' (gaps, holes and
         shifts the hidden layers fold back onto the data); a dict: ``InputGuard``'s options
-        (``num_anchors``, ``keep``, ``scale``, ``variance_gate``) and ``num_inducing``.
+        (``num_anchors``, ``keep``, ``scale``, ``variance_gate``, ``range_gate``) and ``num_inducing``.
     :param name: the model's name.
     :param anchor_posterior: in ``layer_kwargs``, a flag for every layer or a sequence with
         one flag per layer (e.g. ``(True, False, False)``): anchors with a global posterior

@@ -11,6 +11,7 @@ from gpflux_avdgp.core.anchors import (
     anchor_spacing,
     anchor_weight,
     nearest_anchor_distance,
+    range_weight,
     reach_of,
     reach_weight,
     revert_to_prior,
@@ -58,6 +59,21 @@ def test_reach_gate_matches_reference(rng):
     np.testing.assert_allclose(weight, expected, rtol=1e-12, atol=1e-300)
     assert weight[0] == 1.0 and weight[-1] < 1e-6  # on an anchor; far away
     assert np.mean(reach_weight(distances, reach, 0.5).numpy() == 1.0) >= 0.99  # the rows
+
+
+def test_range_gate_matches_reference(rng):
+    lower, upper = np.array([-1.0, 0.0, 2.0]), np.array([1.0, 3.0, 2.0])
+    spread = np.array([0.5, 0.8, 0.0])  # the third input constant: it does not gate
+    inside = rng.uniform(lower, upper, (4, 3))
+    beyond = [[1.2, 1.0, 2.0], [-2.0, 3.5, 2.0], [0.0, 1.0, 40.0], [9.0, -9.0, 2.0]]
+    inputs = np.concatenate([inside, beyond])
+    weight = range_weight(*(tf.constant(a) for a in (inputs, lower, upper, spread)), 0.5).numpy()
+    expected = reference.range_weight(inputs, lower, upper, spread, 0.5)
+    np.testing.assert_allclose(weight, expected, rtol=1e-12, atol=1e-300)
+    np.testing.assert_array_equal(weight[:4], 1.0)  # within the range
+    assert weight[4] == pytest.approx(np.exp(-0.5 * (0.2 / 0.5 / 0.5) ** 2), rel=1e-12)
+    assert weight[5] == pytest.approx(np.exp(-0.5 * (2.0 / 0.5) ** 2), rel=1e-12)  # the worst
+    assert weight[6] == 1.0 and weight[7] < 1e-100
 
 
 def test_with_no_more_rows_than_anchors_the_reach_is_half_their_spacing(rng):

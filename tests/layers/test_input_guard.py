@@ -5,6 +5,7 @@ from __future__ import annotations
 import gpflow
 import numpy as np
 import pytest
+import reference
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
@@ -52,6 +53,30 @@ def test_the_share_is_the_reach_gate_on_x_against_numpy(rng):
     assert float(guard.reach.numpy()) == pytest.approx(reach, rel=1e-12)
     expected = (1 - _reach_gate_numpy(tests, x[rows], reach, 0.5)) * (1 - 0.3)
     np.testing.assert_allclose(guard.share(tf.constant(tests)).numpy(), expected, rtol=1e-12)
+
+
+def test_the_range_gate_takes_over_beyond_the_rows_range_along_one_input(rng):
+    """A shift along one of two inputs stays within the anchors' reach; the range gate sees it:
+    ``a_x = min(reach gate, range gate)``, the range and spread those of the placed rows."""
+    x = rng.uniform(-1.0, 1.0, (400, 2))
+    guard = InputGuard(
+        guard_gp_layer(2, 1, 5, len(x)), gpflow.likelihoods.Gaussian(), input_dim=2,
+        num_anchors=64, variance_gate=False, range_gate=True,
+    )  # fmt: skip
+    tests = np.array([[0.0, 0.0], [0.0, 1.1], [-1.3, 0.0], [0.0, 6.0]])
+    np.testing.assert_array_equal(guard.share(tf.constant(tests)).numpy(), np.zeros(4))
+    guard.place(tf.constant(x))
+    np.testing.assert_array_equal(guard.lower.numpy(), x.min(0))
+    np.testing.assert_array_equal(guard.upper.numpy(), x.max(0))
+    np.testing.assert_allclose(guard.spread.numpy(), x.std(0), rtol=1e-12)
+    reach = _reach_gate_numpy(tests, guard.anchors.numpy(), float(guard.reach.numpy()), 0.5)
+    by_range = reference.range_weight(tests, x.min(0), x.max(0), x.std(0), 0.5)
+    expected = (1 - np.minimum(reach, by_range)) * 0.8
+    np.testing.assert_allclose(guard.share(tf.constant(tests)).numpy(), expected, rtol=1e-12)
+    assert reach[1] == 1.0 and by_range[1] < 0.95  # 0.1 beyond: within the reach, not the range
+    off = InputGuard.from_config({**guard.get_config(), "range_gate": False})
+    off.set_weights(guard.get_weights())
+    assert off.share(tf.constant(tests[1:2])).numpy()[0] == 0.0  # without it, no share there
 
 
 def test_the_variance_gate_follows_the_svgp_s_variance_on_training_rows():

@@ -122,6 +122,8 @@ DESIGNS = {
     # and by the SVGP's variance), and gated by the anchors alone
     "guard": {"guard": True},
     "guard-reach": {"guard": {"variance_gate": False}},
+    # the guard also gated beyond the training rows' range along any one input
+    "guard-range": {"guard": {"range_gate": True}},
 }
 
 
