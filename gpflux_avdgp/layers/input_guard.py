@@ -126,6 +126,7 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
         scale: float = 0.5,
         variance_gate: bool = True,
         range_gate: bool = False,
+        principal_axes: bool = False,
         **kwargs,
     ):
         if not isinstance(svgp, gpflux.layers.GPLayer):
@@ -146,20 +147,32 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
         self.scale = float(scale)
         self.variance_gate = bool(variance_gate)
         self.range_gate = bool(range_gate)
+        self.principal_axes = bool(principal_axes)
+        width = 2 * self.input_dim if self.principal_axes else self.input_dim  # A
         self.anchors = self.add_weight(
             name="anchors", shape=(self.num_anchors, self.input_dim), initializer="zeros",
             trainable=False,
         )  # fmt: skip
         #: 0 until placed: the gate is then 1 everywhere and the guard takes no share
         self.reach = self.add_weight(name="reach", shape=(), initializer="zeros", trainable=False)
-        #: the training rows' range [lower, upper] and standard deviation per input (0 until
-        #: placed: the range gate is then 1)
+        #: the training rows' range [lower, upper] per input (placed, then widened to every
+        #: training batch's) and standard deviation (placed; 0 until then: no range gate)
+        #: the range's axes: the inputs, and with ``principal_axes`` the placed rows'
+        #: principal axes (``z = (x - center) axes``, ``[D, A]``)
+        self.center = self.add_weight(
+            name="center", shape=(self.input_dim,), initializer="zeros", trainable=False
+        )
+        self.axes = self.add_weight(
+            name="axes", shape=(self.input_dim, width), trainable=False,
+            initializer=lambda shape, dtype: tf.eye(*shape, dtype=dtype),
+        )  # fmt: skip
         self.lower, self.upper, self.spread = (
             self.add_weight(
-                name=name, shape=(self.input_dim,), initializer="zeros", trainable=False
+                name=name, shape=(width,), initializer="zeros", trainable=False,
+                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,  # assigned in the step
             )
             for name in ("lower", "upper", "spread")
-        )
+        )  # fmt: skip
         #: rho_r, 0 until measured in training (the variance gate is then 1)
         self.variance_reach = self.add_weight(
             name="variance_reach",
@@ -185,11 +198,30 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
         inputs = tf.cast(tf.convert_to_tensor(inputs), self.dtype)
         self.anchors.assign(spread_rows(inputs, self.num_anchors))
         self.reach.assign(reach_of(nearest_anchor_distance(inputs, self.anchors), self.anchors))
-        self.lower.assign(tf.reduce_min(inputs, axis=0))
-        self.upper.assign(tf.reduce_max(inputs, axis=0))
-        self.spread.assign(tf.math.reduce_std(inputs, axis=0))
+        center = tf.reduce_mean(inputs, axis=0)
+        axes = tf.eye(self.input_dim, dtype=self.dtype)
+        if self.principal_axes:
+            centred = inputs - center
+            covariance = tf.matmul(centred, centred, transpose_a=True) / tf.cast(
+                tf.shape(inputs)[0], self.dtype
+            )
+            axes = tf.concat([axes, tf.linalg.eigh(covariance)[1]], axis=1)
+            self.center.assign(center)
+        self.axes.assign(axes)
+        along = self._along_axes(inputs)
+        spread = tf.math.reduce_std(along, axis=0)
+        self.lower.assign(tf.reduce_min(along, axis=0))
+        self.upper.assign(tf.reduce_max(along, axis=0))
+        # an axis of (numerically) no spread, e.g. inputs that are functions of others: no gate
+        self.spread.assign(tf.where(spread > 1e-6 * tf.reduce_max(spread), spread, 0.0))
         inducing = self.svgp.inducing_variable.inducing_variable
         inducing.Z.assign(spread_rows(inputs, int(inducing.Z.shape[0])))
+
+    def _along_axes(self, inputs: tf.Tensor) -> tf.Tensor:
+        """``z = (x - center) axes``, ``[B, A]``."""
+        return tf.matmul(
+            inputs - tf.convert_to_tensor(self.center), tf.convert_to_tensor(self.axes)
+        )
 
     def call(self, inputs: tf.Tensor, training=None) -> tuple[tf.Tensor, tf.Tensor]:
         """The guard at ``x`` ``[B, D]``: its component, a packed mixture ``[B, 1, 2 Q + 1]``,
@@ -227,7 +259,7 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
         gate = reach_weight(distances, tf.convert_to_tensor(self.reach), self.scale)
         if self.range_gate:
             bounds = (tf.convert_to_tensor(w) for w in (self.lower, self.upper, self.spread))
-            gate = tf.minimum(gate, range_weight(inputs, *bounds, self.scale))
+            gate = tf.minimum(gate, range_weight(self._along_axes(inputs), *bounds, self.scale))
         if not self.variance_gate:
             return gate
         reach = tf.convert_to_tensor(self.variance_reach)
@@ -270,8 +302,13 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
         sum over the batch divided by its size) and its KL term over ``N``; under a
         ``tf.distribute`` strategy each replica's share (divided by the replicas in sync, as
         Keras scales its losses). With ``variance_gate``, ``rho_r`` follows the 0.99 quantile
-        of ``rho`` over the global batch."""
+        of ``rho`` over the global batch; with ``range_gate``, the range widens to the global
+        batch's (the placement rows are a subset of the training rows)."""
         x = tf.cast(x, self.dtype)  # not through Keras' call, which would cast it
+        if self.range_gate:
+            rows = every_replicas_rows(tf.stop_gradient(self._along_axes(x)))
+            self.lower.assign(tf.minimum(self.lower, tf.reduce_min(rows, axis=0)))
+            self.upper.assign(tf.maximum(self.upper, tf.reduce_max(rows, axis=0)))
         packed = self._component(x)
         if self.variance_gate:
             ratios = every_replicas_rows(tf.stop_gradient(self._variance_ratio(x, packed)))
@@ -301,6 +338,7 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
             scale=self.scale,
             variance_gate=self.variance_gate,
             range_gate=self.range_gate,
+            principal_axes=self.principal_axes,
         )
         return config
 

@@ -21,10 +21,11 @@ def _gap_data(rng, rows: int = 60):
     return x, np.sin(3 * x) + 0.1 * rng.standard_normal(x.shape)
 
 
-def _guarded(num_data: int, **kwargs) -> gpflux_avdgp.AVDGPModel:
+def _guarded(num_data: int, input_dim: int = 1, **kwargs) -> gpflux_avdgp.AVDGPModel:
+    kwargs.setdefault("guard", True)
     return gpflux_avdgp.build_avdgp(
-        1, [2, 1], [3, 3], num_data, gpflow.likelihoods.Gaussian(0.1), num_points=4, seed=0,
-        guard=True, **kwargs,
+        input_dim, [2, 1], [3, 3], num_data, gpflow.likelihoods.Gaussian(0.1), num_points=4,
+        seed=0, **kwargs,
     )  # fmt: skip
 
 
@@ -77,6 +78,25 @@ def test_the_range_gate_takes_over_beyond_the_rows_range_along_one_input(rng):
     off = InputGuard.from_config({**guard.get_config(), "range_gate": False})
     off.set_weights(guard.get_weights())
     assert off.share(tf.constant(tests[1:2])).numpy()[0] == 0.0  # without it, no share there
+
+
+def test_the_range_widens_to_every_training_row_not_only_the_placement_rows(rng):
+    """Placement reads 1024 rows spread over the data; the training steps widen the range to
+    every row's (distribution-free, a held-in row is then beyond it along one of ``D`` inputs
+    with probability about ``2 D / N``)."""
+    x = rng.standard_normal((3000, 2))
+    y = np.sin(x[:, :1]) + 0.1 * rng.standard_normal((3000, 1))
+    model = _guarded(len(x), input_dim=2, guard={"range_gate": True})
+    gpflux_avdgp.layers.place_anchors(model, x)
+    placed = x[np.arange(1024) * 3000 // 1024]
+    np.testing.assert_array_equal(model.guard.upper.numpy(), placed.max(0))
+    assert np.all(placed.max(0) < x.max(0))  # the subset misses the extremes
+    model.compile(tf_keras.optimizers.Adam(0.01))
+    model.fit(x, y, epochs=1, batch_size=500, verbose=0)
+    rounded = x.astype(np.float32).astype(np.float64)  # as Keras' data adapter passes them
+    np.testing.assert_array_equal(model.guard.lower.numpy(), rounded.min(0))
+    np.testing.assert_array_equal(model.guard.upper.numpy(), rounded.max(0))
+    np.testing.assert_allclose(model.guard.spread.numpy(), placed.std(0), rtol=1e-12)
 
 
 def test_the_variance_gate_follows_the_svgp_s_variance_on_training_rows():

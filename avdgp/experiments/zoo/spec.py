@@ -124,6 +124,7 @@ DESIGNS = {
     "guard-reach": {"guard": {"variance_gate": False}},
     # the guard also gated beyond the training rows' range along any one input
     "guard-range": {"guard": {"range_gate": True}},
+    "guard-range-pc": {"guard": {"range_gate": True, "principal_axes": True}},
 }
 
 
