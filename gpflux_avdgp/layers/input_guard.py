@@ -6,7 +6,9 @@ shifted beyond it, back onto the training features, so no layer's reach gate see
 (``docs/uncertainty.md``). The guard measures the distance where it is kept, on ``x`` itself:
 ``K`` fixed anchors ``C`` (training rows spread over the data) and their reach ``r`` (the 0.99
 quantile of the training rows' nearest-anchor distance, :func:`~gpflux_avdgp.core.anchors.
-reach_of`) give the gate ``a_x = reach_weight(d(x), r, s)``, and the model predicts
+reach_of`) give the gate ``a_x = reach_weight(d(x), r, s)``, lowered beyond the training
+rows' range along any one input (:func:`~gpflux_avdgp.core.anchors.range_weight`: a shift along
+one of many inputs hardly moves the nearest-anchor distance), and the model predicts
 
     p(y | x) = (1 - w) p_AVDGP(y | x) + w p_SVGP(y | x),   w = (1 - a_x)(1 - beta),
 
@@ -112,7 +114,8 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
     :param range_gate: also lower ``a_x`` beyond the training rows' range along any one
         input (:func:`~gpflux_avdgp.core.anchors.range_weight`, scale ``s`` in that input's
         standard deviations): a shift along one input, which the nearest-anchor distance of
-        many inputs hardly sees.
+        many inputs hardly sees. The range is the placement rows', widened in training to
+        every batch's.
     """
 
     def __init__(
@@ -125,8 +128,7 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
         keep: float = 0.2,
         scale: float = 0.5,
         variance_gate: bool = True,
-        range_gate: bool = False,
-        principal_axes: bool = False,
+        range_gate: bool = True,
         **kwargs,
     ):
         if not isinstance(svgp, gpflux.layers.GPLayer):
@@ -147,8 +149,6 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
         self.scale = float(scale)
         self.variance_gate = bool(variance_gate)
         self.range_gate = bool(range_gate)
-        self.principal_axes = bool(principal_axes)
-        width = 2 * self.input_dim if self.principal_axes else self.input_dim  # A
         self.anchors = self.add_weight(
             name="anchors", shape=(self.num_anchors, self.input_dim), initializer="zeros",
             trainable=False,
@@ -157,18 +157,9 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
         self.reach = self.add_weight(name="reach", shape=(), initializer="zeros", trainable=False)
         #: the training rows' range [lower, upper] per input (placed, then widened to every
         #: training batch's) and standard deviation (placed; 0 until then: no range gate)
-        #: the range's axes: the inputs, and with ``principal_axes`` the placed rows'
-        #: principal axes (``z = (x - center) axes``, ``[D, A]``)
-        self.center = self.add_weight(
-            name="center", shape=(self.input_dim,), initializer="zeros", trainable=False
-        )
-        self.axes = self.add_weight(
-            name="axes", shape=(self.input_dim, width), trainable=False,
-            initializer=lambda shape, dtype: tf.eye(*shape, dtype=dtype),
-        )  # fmt: skip
         self.lower, self.upper, self.spread = (
             self.add_weight(
-                name=name, shape=(width,), initializer="zeros", trainable=False,
+                name=name, shape=(self.input_dim,), initializer="zeros", trainable=False,
                 aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,  # assigned in the step
             )
             for name in ("lower", "upper", "spread")
@@ -198,30 +189,11 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
         inputs = tf.cast(tf.convert_to_tensor(inputs), self.dtype)
         self.anchors.assign(spread_rows(inputs, self.num_anchors))
         self.reach.assign(reach_of(nearest_anchor_distance(inputs, self.anchors), self.anchors))
-        center = tf.reduce_mean(inputs, axis=0)
-        axes = tf.eye(self.input_dim, dtype=self.dtype)
-        if self.principal_axes:
-            centred = inputs - center
-            covariance = tf.matmul(centred, centred, transpose_a=True) / tf.cast(
-                tf.shape(inputs)[0], self.dtype
-            )
-            axes = tf.concat([axes, tf.linalg.eigh(covariance)[1]], axis=1)
-            self.center.assign(center)
-        self.axes.assign(axes)
-        along = self._along_axes(inputs)
-        spread = tf.math.reduce_std(along, axis=0)
-        self.lower.assign(tf.reduce_min(along, axis=0))
-        self.upper.assign(tf.reduce_max(along, axis=0))
-        # an axis of (numerically) no spread, e.g. inputs that are functions of others: no gate
-        self.spread.assign(tf.where(spread > 1e-6 * tf.reduce_max(spread), spread, 0.0))
+        self.lower.assign(tf.reduce_min(inputs, axis=0))
+        self.upper.assign(tf.reduce_max(inputs, axis=0))
+        self.spread.assign(tf.math.reduce_std(inputs, axis=0))
         inducing = self.svgp.inducing_variable.inducing_variable
         inducing.Z.assign(spread_rows(inputs, int(inducing.Z.shape[0])))
-
-    def _along_axes(self, inputs: tf.Tensor) -> tf.Tensor:
-        """``z = (x - center) axes``, ``[B, A]``."""
-        return tf.matmul(
-            inputs - tf.convert_to_tensor(self.center), tf.convert_to_tensor(self.axes)
-        )
 
     def call(self, inputs: tf.Tensor, training=None) -> tuple[tf.Tensor, tf.Tensor]:
         """The guard at ``x`` ``[B, D]``: its component, a packed mixture ``[B, 1, 2 Q + 1]``,
@@ -250,16 +222,17 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
     @check_shapes("inputs: [B, D]", "component: [B, 1, W]", "return: [B]")
     def gate(self, inputs: tf.Tensor, component: tf.Tensor) -> tf.Tensor:
         """``a_x`` ``[B]``: the reach gate of the anchors on ``x`` (1 within the reach and until
-        placed); with ``range_gate`` at most the range gate; with ``variance_gate`` at most ``1 - (rho - rho_r) / (1 - rho_r)``
-        (clipped to ``[0, 1]``), ``rho`` the SVGP's ``f`` variance over its prior variance
-        (averaged over outputs) and ``rho_r`` its 0.99 quantile on the training rows
+        placed); with ``range_gate`` at most the range gate; with ``variance_gate`` at most
+        ``1 - (rho - rho_r) / (1 - rho_r)`` (clipped to ``[0, 1]``), ``rho`` the SVGP's ``f``
+        variance over its prior variance (averaged over outputs) and ``rho_r`` its 0.99
+        quantile on the training rows
         (followed in training); 1 while not measured or while ``rho_r`` is above
         :data:`VARIANCE_GATE_LIMIT`."""
         distances = nearest_anchor_distance(inputs, tf.convert_to_tensor(self.anchors))
         gate = reach_weight(distances, tf.convert_to_tensor(self.reach), self.scale)
         if self.range_gate:
             bounds = (tf.convert_to_tensor(w) for w in (self.lower, self.upper, self.spread))
-            gate = tf.minimum(gate, range_weight(self._along_axes(inputs), *bounds, self.scale))
+            gate = tf.minimum(gate, range_weight(inputs, *bounds, self.scale))
         if not self.variance_gate:
             return gate
         reach = tf.convert_to_tensor(self.variance_reach)
@@ -306,7 +279,7 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
         batch's (the placement rows are a subset of the training rows)."""
         x = tf.cast(x, self.dtype)  # not through Keras' call, which would cast it
         if self.range_gate:
-            rows = every_replicas_rows(tf.stop_gradient(self._along_axes(x)))
+            rows = every_replicas_rows(tf.stop_gradient(x))
             self.lower.assign(tf.minimum(self.lower, tf.reduce_min(rows, axis=0)))
             self.upper.assign(tf.maximum(self.upper, tf.reduce_max(rows, axis=0)))
         packed = self._component(x)
@@ -338,7 +311,6 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
             scale=self.scale,
             variance_gate=self.variance_gate,
             range_gate=self.range_gate,
-            principal_axes=self.principal_axes,
         )
         return config
 

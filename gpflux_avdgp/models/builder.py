@@ -63,9 +63,10 @@ def build_avdgp(
     :param guard: give the model an :class:`~gpflux_avdgp.layers.input_guard.InputGuard`: 128
         fixed anchors on ``x`` and a 128-point SVGP on ``x`` with its own copy of
         ``likelihood``, taking up to 80 % of the prediction where ``x`` is beyond the
-        anchors' reach or the SVGP's variance beyond its training rows' (gaps, holes and
-        shifts the hidden layers fold back onto the data); a dict: ``InputGuard``'s options
-        (``num_anchors``, ``keep``, ``scale``, ``variance_gate``, ``range_gate``) and ``num_inducing``.
+        anchors' reach, beyond the training rows' range along any input, or where the SVGP's
+        variance is beyond its training rows' (gaps, holes and shifts the hidden layers fold
+        back onto the data); a dict: ``InputGuard``'s options (``num_anchors``, ``keep``,
+        ``scale``, ``variance_gate``, ``range_gate``) and ``num_inducing``.
     :param name: the model's name.
     :param anchor_posterior: in ``layer_kwargs``, a flag for every layer or a sequence with
         one flag per layer (e.g. ``(True, False, False)``): anchors with a global posterior

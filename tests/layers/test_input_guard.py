@@ -38,7 +38,7 @@ def test_the_share_is_the_reach_gate_on_x_against_numpy(rng):
     x, _ = _gap_data(rng)
     guard = InputGuard(
         guard_gp_layer(1, 1, 5, len(x)), gpflow.likelihoods.Gaussian(), input_dim=1,
-        num_anchors=7, keep=0.3, scale=0.5,
+        num_anchors=7, keep=0.3, scale=0.5, range_gate=False,
     )  # fmt: skip
     tests = np.linspace(-4, 4, 41)[:, None]
     np.testing.assert_array_equal(guard.share(tf.constant(tests)).numpy(), np.zeros(41))
@@ -62,7 +62,7 @@ def test_the_range_gate_takes_over_beyond_the_rows_range_along_one_input(rng):
     x = rng.uniform(-1.0, 1.0, (400, 2))
     guard = InputGuard(
         guard_gp_layer(2, 1, 5, len(x)), gpflow.likelihoods.Gaussian(), input_dim=2,
-        num_anchors=64, variance_gate=False, range_gate=True,
+        num_anchors=64, variance_gate=False,
     )  # fmt: skip
     tests = np.array([[0.0, 0.0], [0.0, 1.1], [-1.3, 0.0], [0.0, 6.0]])
     np.testing.assert_array_equal(guard.share(tf.constant(tests)).numpy(), np.zeros(4))
@@ -86,7 +86,7 @@ def test_the_range_widens_to_every_training_row_not_only_the_placement_rows(rng)
     with probability about ``2 D / N``)."""
     x = rng.standard_normal((3000, 2))
     y = np.sin(x[:, :1]) + 0.1 * rng.standard_normal((3000, 1))
-    model = _guarded(len(x), input_dim=2, guard={"range_gate": True})
+    model = _guarded(len(x), input_dim=2)
     gpflux_avdgp.layers.place_anchors(model, x)
     placed = x[np.arange(1024) * 3000 // 1024]
     np.testing.assert_array_equal(model.guard.upper.numpy(), placed.max(0))
@@ -110,7 +110,7 @@ def test_the_variance_gate_follows_the_svgp_s_variance_on_training_rows():
     y = np.sin(3 * x)
     guard = InputGuard(
         guard_gp_layer(1, 1, 12, len(x)), gpflow.likelihoods.Gaussian(), input_dim=1,
-        num_anchors=7,
+        num_anchors=7, range_gate=False,
     )  # fmt: skip
     guard.place(tf.constant(x))
     svgp = guard.svgp
@@ -149,7 +149,7 @@ def test_prediction_mixes_the_guard_in_with_its_share_against_numpy(rng):
     model = _guarded(len(x))
     model.compile(tf_keras.optimizers.Adam(0.01))
     model.fit(x, y, epochs=2, batch_size=30, verbose=0)
-    tests = tf.constant(np.linspace(-4, 4, 17)[:, None])
+    tests = tf.constant(np.concatenate([np.linspace(-4, 4, 17), x[:1, 0]])[:, None])  # a row
     guard = model.guard
     hidden = model.layers[-3](tests, training=False)
     component, gate = guard(tests, training=False)
@@ -270,10 +270,19 @@ def test_a_guarded_classifier_fits_and_predicts_probabilities(rng):
 def test_build_avdgp_passes_the_guard_s_options():
     model = gpflux_avdgp.build_avdgp(
         2, [2, 1], 3, 40, gpflow.likelihoods.Gaussian(), seed=0,
-        guard={"num_anchors": 16, "num_inducing": 8, "variance_gate": False, "keep": 0.1},
+        guard={
+            "num_anchors": 16, "num_inducing": 8, "variance_gate": False, "keep": 0.1,
+            "range_gate": False,
+        },
     )  # fmt: skip
     guard = model.guard
     assert guard.anchors.shape == (16, 2) and not guard.variance_gate and guard.keep == 0.1
+    assert (
+        not guard.range_gate
+        and gpflux_avdgp.build_avdgp(
+            2, [2, 1], 3, 40, gpflow.likelihoods.Gaussian(), seed=0, guard=True
+        ).guard.range_gate
+    )
     assert guard.svgp.inducing_variable.inducing_variable.Z.shape == (8, 2)
     assert guard.likelihood is not model.likelihood
     with pytest.raises(TypeError, match="num_anchor"):

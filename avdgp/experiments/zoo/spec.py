@@ -118,13 +118,12 @@ DESIGNS = {
     "identity-reach": {"hidden_mean_function": "identity", "reach_gate": 1.0},
     # the identity in the first hidden layer only (x's distances kept), the second's trained
     "identity-first": {"hidden_mean_function": ("identity", "linear")},
-    # the default with a defensive mixture off the data (an SVGP on x, gated by anchors on x
-    # and by the SVGP's variance), and gated by the anchors alone
+    # the default with a defensive mixture off the data (an SVGP on x, gated by anchors on x,
+    # by the training rows' range along each input and by the SVGP's variance); without the
+    # range gate; gated by the anchors alone
     "guard": {"guard": True},
-    "guard-reach": {"guard": {"variance_gate": False}},
-    # the guard also gated beyond the training rows' range along any one input
-    "guard-range": {"guard": {"range_gate": True}},
-    "guard-range-pc": {"guard": {"range_gate": True, "principal_axes": True}},
+    "guard-no-range": {"guard": {"range_gate": False}},
+    "guard-reach": {"guard": {"variance_gate": False, "range_gate": False}},
 }
 
 
