@@ -115,12 +115,24 @@ def test_design_names():
         "identity-reach",
         "identity-first",
         "guard",
+        "guard-no-range",
         "guard-reach",
     }
     with pytest.raises(ValueError, match="expected a design in"):
         split_design("avdgp-ar2p:fast")
     with pytest.raises(ValueError, match="designs apply to amortized models only"):
         split_design("svgp:previous")
+
+
+@pytest.mark.parametrize(
+    "design, gates",
+    [("guard", (True, True)), ("guard-no-range", (True, False)), ("guard-reach", (False, False))],
+)
+def test_guard_designs_set_the_guard_s_gates(design, gates):
+    spec = ModelSpec(design=design, num_points=4)
+    inputs = np.random.default_rng(0).normal(size=(100, 3))
+    guard = build_model(spec, 3, 100, inputs=inputs).model.guard
+    assert (guard.variance_gate, guard.range_gate) == gates
 
 
 def _gp_layers(design):
