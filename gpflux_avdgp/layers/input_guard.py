@@ -155,15 +155,19 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
         )  # fmt: skip
         #: 0 until placed: the gate is then 1 everywhere and the guard takes no share
         self.reach = self.add_weight(name="reach", shape=(), initializer="zeros", trainable=False)
-        #: the training rows' range [lower, upper] per input (placed, then widened to every
-        #: training batch's) and standard deviation (placed; 0 until then: no range gate)
-        self.lower, self.upper, self.spread = (
+        #: the training rows' range [lower, upper] per input: placed, then widened to every
+        #: training batch's
+        self.lower, self.upper = (
             self.add_weight(
                 name=name, shape=(self.input_dim,), initializer="zeros", trainable=False,
                 aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,  # assigned in the step
             )
-            for name in ("lower", "upper", "spread")
+            for name in ("lower", "upper")
         )  # fmt: skip
+        #: the training rows' standard deviation per input, placed (0 until then: no range gate)
+        self.spread = self.add_weight(
+            name="spread", shape=(self.input_dim,), initializer="zeros", trainable=False
+        )
         #: rho_r, 0 until measured in training (the variance gate is then 1)
         self.variance_reach = self.add_weight(
             name="variance_reach",
@@ -225,9 +229,8 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
         placed); with ``range_gate`` at most the range gate; with ``variance_gate`` at most
         ``1 - (rho - rho_r) / (1 - rho_r)`` (clipped to ``[0, 1]``), ``rho`` the SVGP's ``f``
         variance over its prior variance (averaged over outputs) and ``rho_r`` its 0.99
-        quantile on the training rows
-        (followed in training); 1 while not measured or while ``rho_r`` is above
-        :data:`VARIANCE_GATE_LIMIT`."""
+        quantile on the training rows (followed in training); 1 while not measured or while
+        ``rho_r`` is above :data:`VARIANCE_GATE_LIMIT`."""
         distances = nearest_anchor_distance(inputs, tf.convert_to_tensor(self.anchors))
         gate = reach_weight(distances, tf.convert_to_tensor(self.reach), self.scale)
         if self.range_gate:
