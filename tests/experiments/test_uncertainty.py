@@ -115,6 +115,7 @@ def test_design_names():
         "identity-reach",
         "identity-first",
         "guard",
+        "guard-64",
         "guard-no-range",
         "guard-reach",
     }
@@ -126,13 +127,19 @@ def test_design_names():
 
 @pytest.mark.parametrize(
     "design, gates",
-    [("guard", (True, True)), ("guard-no-range", (True, False)), ("guard-reach", (False, False))],
+    [
+        ("guard", (True, True, 128)),
+        ("guard-64", (True, True, 64)),
+        ("guard-no-range", (True, False, 128)),
+        ("guard-reach", (False, False, 128)),
+    ],
 )
 def test_guard_designs_set_the_guard_s_gates(design, gates):
     spec = ModelSpec(design=design, num_points=4)
     inputs = np.random.default_rng(0).normal(size=(100, 3))
     guard = build_model(spec, 3, 100, inputs=inputs).model.guard
-    assert (guard.variance_gate, guard.range_gate) == gates
+    inducing = guard.svgp.inducing_variable.inducing_variable.Z.shape[0]
+    assert (guard.variance_gate, guard.range_gate, inducing) == gates
 
 
 def _gp_layers(design):

@@ -119,9 +119,10 @@ DESIGNS = {
     # the identity in the first hidden layer only (x's distances kept), the second's trained
     "identity-first": {"hidden_mean_function": ("identity", "linear")},
     # the default with a defensive mixture off the data (an SVGP on x, gated by anchors on x,
-    # by the training rows' range along each input and by the SVGP's variance); without the
-    # range gate; gated by the anchors alone
+    # by the training rows' range along each input and by the SVGP's variance); the same with a
+    # 64-point SVGP; without the range gate; gated by the anchors alone
     "guard": {"guard": True},
+    "guard-64": {"guard": {"num_inducing": 64}},
     "guard-no-range": {"guard": {"range_gate": False}},
     "guard-reach": {"guard": {"variance_gate": False, "range_gate": False}},
 }
