@@ -57,9 +57,21 @@ def is_classifier(likelihood: gpflow.likelihoods.Likelihood) -> bool:
 
 def binary_labels(y: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
     """Labels of a Bernoulli likelihood as GPflow reads them: ``1`` where ``y == 1``, else ``0``
-    (so ``{0, 1}`` and ``{-1, +1}`` give the same), in ``dtype``."""
+    (so ``{0, 1}`` and ``{-1, +1}`` give the same), in ``dtype``.
+
+    :raises tf.errors.InvalidArgumentError: one line, for a label other than -1, 0 and 1
+        (``{1, 2}`` would read 2 as the negative class; not under XLA, which drops
+        assertions)."""
     y = tf.convert_to_tensor(y)
-    return tf.cast(tf.equal(y, tf.ones([], y.dtype)), dtype)
+    one = tf.ones([], y.dtype)
+    known = tf.equal(y, one) | tf.equal(y, tf.zeros([], y.dtype)) | tf.equal(y, -one)
+    check = tf.debugging.Assert(
+        tf.reduce_all(known),
+        ["y: Bernoulli labels are 0/1 or -1/+1 (y == 1 is the positive class); map yours, "
+         "e.g. (y == positive_class)"],
+    )  # fmt: skip
+    with tf.control_dependencies([check]):
+        return tf.cast(tf.equal(y, one), dtype)
 
 
 def _targets(

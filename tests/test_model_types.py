@@ -159,6 +159,18 @@ def test_plus_minus_one_labels_are_refused_where_keras_metrics_would_misread_the
         model.fit(x, 2 * labels - 1, batch_size=40, epochs=1, verbose=0)
 
 
+@pytest.mark.parametrize("kind", MODEL_TYPES)
+def test_bernoulli_labels_other_than_0_1_or_plus_minus_1_are_refused_in_every_model_type(kind):
+    """``{1, 2}`` would train with 2 read as the negative class (accuracy 0.16 read with 2 as
+    the positive one): refused in one line, whatever the model type."""
+    x, _, labels = _data()
+    model = _model(kind, gpflow.likelihoods.Bernoulli())
+    loss = None if kind == "avdgp" else ga.AVDGPLoss()
+    model.compile(tf_keras.optimizers.Adam(0.05), loss=loss, metrics=["accuracy"])
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"labels"):
+        model.fit(x, labels + 1, batch_size=40, epochs=1, verbose=0)
+
+
 def test_an_ar2pp_model_trains_its_predictive_objective_and_saves_it(tmp_path):
     x, y, _ = _data()
     model = _model("avdgp", gpflow.likelihoods.Gaussian(variance=0.1), rule="ar2pp")
