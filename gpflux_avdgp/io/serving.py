@@ -10,17 +10,18 @@ Signatures (``x`` is ``[N, D]`` in the model's float type, any ``N >= 1``):
 ===============  =================  =====================================================
 signature        inputs             outputs
 ===============  =================  =====================================================
-``predict_f``    ``x``              ``mean`` ``[N, Q]``, ``variance`` ``[N, Q]`` (mixture
-                                    mean and total variance of the latent ``f``),
-                                    ``component_means`` ``[N, S, Q]``,
+``predict_f``    ``x``              ``mean``, ``variance``, ``std`` ``[N, Q]`` (mixture
+                                    mean, total variance and its square root, of the
+                                    latent ``f``), ``component_means`` ``[N, S, Q]``,
                                     ``component_variances`` ``[N, S, Q]``, ``weights``
                                     ``[N, S]``
 ``predict_y``    ``x``              the same for the targets ``y``, and for a Gaussian
                                     likelihood ``lower_95``, ``upper_95`` ``[N, Q]``: the exact
-                                    central 95 % interval of the mixture; for a classifier
-                                    ``mean`` is the class probabilities: ``p(y = 1 | x)``
-                                    ``[N, 1]`` (Bernoulli), ``p(y = k | x)`` ``[N, K]``
-                                    (``MultiClass``, ``Softmax``)
+                                    central 95 % interval of the mixture (what
+                                    ``model.predict`` returns); for a classifier ``mean``
+                                    and ``probabilities`` are the class probabilities:
+                                    ``p(y = 1 | x)`` ``[N, 1]`` (Bernoulli), ``p(y = k | x)``
+                                    ``[N, K]`` (``MultiClass``, ``Softmax``)
 ``log_density``  ``x``, ``y``       ``log_density`` ``[N]``: ``log p(y | x)`` under the
                  (``[N, Q]``; class mixture
                  indices ``[N, 1]``
@@ -56,6 +57,7 @@ from ..prediction import model_input_spec, model_likelihood
 from ..predictive import (
     component_y_moments,
     is_categorical,
+    is_classifier,
     mixture_log_density,
     output_mixture,
 )
@@ -167,11 +169,13 @@ def _checked_batch(name: str, tensor: tf.Tensor, width: int) -> tf.Tensor:
 
 
 def _moments(weights: tf.Tensor, means: tf.Tensor, variances: tf.Tensor) -> dict:
-    """Mixture mean and total variance ``[N, Q]`` and the components, as a signature output."""
+    """Mixture mean, total variance and std ``[N, Q]`` and the components, as a signature
+    output."""
     mean, variance = mixture_moments(weights, means, variances)  # [N, Q] each
     return {
         "mean": mean,
         "variance": variance,
+        "std": tf.sqrt(variance),
         "component_means": means,
         "component_variances": variances,
         "weights": weights,
@@ -233,10 +237,10 @@ class _ServingModule(tf.Module):
         def predict_y(x: tf.Tensor) -> dict:
             f = mixture(x)
             y_moments = to_original_units(component_y_moments(likelihood, f.means, f.variances))
-            return {
-                **_moments(f.weights, *y_moments),
-                **interval_outputs(likelihood, f.log_weights, *y_moments),
-            }
+            outputs = _moments(f.weights, *y_moments)
+            if is_classifier(likelihood):  # as model.predict names them
+                return {**outputs, "probabilities": outputs["mean"]}
+            return {**outputs, **interval_outputs(likelihood, f.log_weights, *y_moments)}
 
         @tf.function(input_signature=[x_spec, y_spec])
         def log_density(x: tf.Tensor, y: tf.Tensor) -> dict:

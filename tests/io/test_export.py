@@ -30,7 +30,7 @@ from gpflux_avdgp.io.serving import METADATA_FILE, SIGNATURES
 
 BATCH_SIZES = (1, 7, 50)
 RTOL = SAME_NUMBERS_RTOL  # float64 throughout
-OUTPUTS = ("mean", "variance", "component_means", "component_variances", "weights")
+OUTPUTS = ("mean", "variance", "std", "component_means", "component_variances", "weights")
 PACKAGES = ("gpflux_avdgp", "gpflow", "gpflux", "tensorflow_probability", "tf_keras")
 
 #: Runs in the fresh process: load every export, call every signature at every batch size
@@ -174,8 +174,11 @@ def _expected(model, inputs, targets) -> tuple[dict, dict, np.ndarray]:
         component_means=prediction.y_means,
         component_variances=prediction.y_variances,
     )
+    f["std"], y["std"] = np.sqrt(f_variance), np.sqrt(y_variance)
     if isinstance(prediction.likelihood, gpflow.likelihoods.Gaussian):
         y["lower_95"], y["upper_95"] = prediction.central_interval(0.95)
+    else:  # a classifier: model.predict's name for the class probabilities
+        y["probabilities"] = y_mean
     return f, y, prediction.log_density(targets)
 
 
@@ -226,6 +229,7 @@ def test_standardised_export_takes_raw_features_and_answers_in_original_units(se
     for moments in (f, y):
         for key in {"mean", "component_means", "lower_95", "upper_95"} & set(moments):
             moments[key] = moments[key] * scaler.y_std + scaler.y_mean
+        moments["std"] = moments["std"] * scaler.y_std
         for key in ("variance", "component_variances"):
             moments[key] = moments[key] * scaler.y_std**2
     for batch in BATCH_SIZES:
@@ -420,3 +424,20 @@ def test_an_export_with_feature_names_serves_columns_by_name(small_model, tmp_pa
         by_name(width=width, height=height, depth=width)
     with pytest.raises(tf.errors.InvalidArgumentError, match="height: expected as many rows"):
         by_name(width=width, height=height[:3])
+
+
+@pytest.mark.parametrize("likelihood", ["Gaussian", "Bernoulli"])
+def test_predict_y_serves_every_output_of_model_predict(tmp_path, rng, likelihood):
+    """``mean``, ``std`` and the 95 % interval, or ``probabilities``: the names and numbers of
+    ``model.predict``, beside the moments and components."""
+    model = gpflux_avdgp.build_avdgp(
+        2, [1], [3], 10, getattr(gpflow.likelihoods, likelihood)(), num_points=3
+    )
+    x = rng.normal(size=(6, 2))
+    served = tf.saved_model.load(str(gpflux_avdgp.export(model, tmp_path / "e")))
+    got = served.signatures["predict_y"](x=tf.constant(x))
+    expected = model.predict(x, verbose=0)
+    assert set(expected) <= set(got)
+    for key, value in expected.items():
+        np.testing.assert_allclose(got[key].numpy(), value, rtol=1e-9, atol=1e-12, err_msg=key)
+    np.testing.assert_array_equal(got["std"].numpy(), np.sqrt(got["variance"].numpy()))
