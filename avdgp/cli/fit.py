@@ -58,6 +58,8 @@ def fit_command(args) -> int:
     spec.resolved_dims(), spec.resolved_inducing()  # validate before loading TF graphs
     config = train_config(args)
     check_step_memory(spec, split.x_train.shape[1], config.batch_size)
+    if chief:  # every input checked: what is read, before the first epoch
+        _announce_data(args, dataset, len(dataset.inputs))
     with _one_line_warnings():
         record = run(
             spec,
@@ -114,6 +116,17 @@ def _check_target_choice(args, dataset) -> None:
             f"without --target the last column {last!r} is; give --target {suspect[0]} (or "
             f"--target {last} to keep it)"
         )
+
+
+def _announce_data(args, dataset, rows: int) -> None:
+    """Before training, on stderr (unless ``--quiet``): the rows, the target, how to pick
+    another, and the inputs, so a wrong target is seen before the first epoch."""
+    if args.quiet:
+        return
+    line = _columns_line(args, dataset).strip()
+    if args.target in (None, -1):
+        line += " (the target is the last column; --target NAME picks another)"
+    print(f"avdgp fit: {rows} rows; {line}", file=sys.stderr, flush=True)
 
 
 def _columns_line(args, dataset) -> str:
@@ -296,6 +309,7 @@ def _fit_streaming(args) -> int:
                 f"{test.shards[0]}: the test targets take values the training targets do not: "
                 f"{', '.join(f'{value:g}' for value in unseen[:10])}"
             )
+    _announce_data(args, train, train.num_rows)
     record = run_streaming(
         spec,
         train,

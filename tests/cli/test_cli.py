@@ -400,6 +400,22 @@ def test_fit_models_and_formats(capsys, tmp_path, rng, model, rule, sizes, make_
         case.check(record)
 
 
+@pytest.mark.parametrize("named", [False, True])
+def test_fit_says_what_it_reads_before_the_first_epoch(capsys, tmp_path, rng, named):
+    """The target, the inputs and the flag that picks another target, on stderr before any
+    epoch (issue 50: a wrong target was said only in the last line, minutes later)."""
+    case = (_csv_gz_with_header_and_named_target if named else _csv_without_header)(tmp_path, rng)
+    tiny = [arg for arg in TINY if arg != "--quiet"]
+    status, _, err = cli(capsys, "fit", case.data, *SHALLOW, *tiny, *case.args)
+    assert status == 0, err
+    lines = err.splitlines()
+    first_epoch = next(i for i, line in enumerate(lines) if "epoch 1/" in line)
+    early = f"avdgp fit: {case.rows} rows; {case.columns_line.strip()}"
+    if not named:
+        early += " (the target is the last column; --target NAME picks another)"
+    assert early in lines[:first_epoch], err
+
+
 def test_fit_with_an_input_guard_saves_it_with_the_model(capsys, tmp_path, rng):
     import gpflux_avdgp
 
