@@ -20,7 +20,9 @@ __all__ = ["EpochProgress"]
 
 class EpochProgress(tf_keras.callbacks.Callback):
     """One line per epoch (loss, seconds, ETA from the second epoch) and the wall-clock time of
-    each epoch.
+    each epoch: from the previous epoch's line (the first: from its start) to this one's, so
+    the work of every callback (validation scoring, backups) is counted and the ETA is that of
+    the whole loop.
 
     Raises :class:`TrainingDiverged` at the end of an epoch whose loss is not finite.
 
@@ -58,8 +60,12 @@ class EpochProgress(tf_keras.callbacks.Callback):
             return " (tracing included; ETA after the next epoch)"
         return f" (ETA {np.mean(self.seconds[1:]) * epochs_left:.0f} s)"
 
+    def on_train_begin(self, logs: Optional[dict] = None) -> None:
+        self._last_line = None  # perf_counter() of the last epoch's line
+
     def on_epoch_begin(self, epoch: int, logs: Optional[dict] = None) -> None:
-        self._start = time.perf_counter()
+        if getattr(self, "_last_line", None) is None:
+            self._last_line = time.perf_counter()
         if self.first_epoch is None:
             self.first_epoch = epoch  # > 0 when training resumed from a backup
         self.epoch, self.batch = epoch, 0
@@ -68,7 +74,9 @@ class EpochProgress(tf_keras.callbacks.Callback):
         self.batch = batch  # where a failing step happened; no host round-trip needed
 
     def on_epoch_end(self, epoch: int, logs: Optional[dict] = None) -> None:
-        self.seconds.append(time.perf_counter() - self._start)
+        now = time.perf_counter()
+        self.seconds.append(now - self._last_line)
+        self._last_line = now
         loss = float((logs or {}).get("loss", math.nan))
         self.losses.append(loss)
         total = self.params.get("epochs", len(self.seconds))
