@@ -52,12 +52,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         hint = ""
         if getattr(args, "save", None):
             hint = "; run the same command again to resume from the last finished epoch"
-        print(f"avdgp: interrupted{hint}", file=sys.stderr)
+        print(f"{_prefix(args)}: interrupted{hint}", file=sys.stderr)
         return 130
     except Exception as error:  # noqa: BLE001 - the CLI turns every error into one line
         if os.environ.get("AVDGP_DEBUG"):
             raise
-        return _report(error)
+        return _report(error, _prefix(args))
+
+
+def _prefix(args) -> str:
+    """``avdgp fit``: what every error line of a command starts with (``avdgp`` before one is
+    parsed), as the commands' own refusals (:class:`~avdgp.errors.CommandLineError`) do."""
+    command = getattr(args, "command", None)
+    return f"avdgp {command}" if command else "avdgp"
 
 
 def _load_tensorflow() -> None:
@@ -100,17 +107,17 @@ def _is_full_disk(error: Exception) -> bool:
     return any(text in str(error) for text in FULL_DISK_TEXTS)
 
 
-def _report(error: Exception) -> int:
+def _report(error: Exception, prefix: str = "avdgp") -> int:
     from ..training import TrainingDiverged
 
     message = " ".join(str(error).split()) or type(error).__name__
     if isinstance(error, TrainingDiverged):
-        print(f"avdgp: training diverged: {message}", file=sys.stderr)
+        print(f"{prefix}: training diverged: {message}", file=sys.stderr)
         return EXIT_DIVERGED
     if _is_full_disk(error) and not isinstance(error, UsageError):  # UsageError: ours, worded
         reason = message.split(" [[")[0][:200]
         print(
-            f"avdgp: error: the disk is full ({reason}); free some space and run the same "
+            f"{prefix}: the disk is full ({reason}); free some space and run the same "
             "command again (a run with --save resumes from its last finished epoch)",
             file=sys.stderr,
         )
@@ -118,25 +125,25 @@ def _report(error: Exception) -> int:
     if _is_out_of_memory(error):
         reason = message.split(" [[")[0][:200]  # TensorFlow appends the graph's node
         print(
-            f"avdgp: out of memory ({type(error).__name__}: {reason}); lower --batch-size, "
+            f"{prefix}: out of memory ({type(error).__name__}: {reason}); lower --batch-size, "
             "--inducing or --points",
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
     if isinstance(error, (UsageError, ValueError, OSError)):  # TypeError: ours (see ..errors)
-        print(f"avdgp: error: {message}", file=sys.stderr)
+        print(message if message.startswith("avdgp ") else f"{prefix}: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if _is_lost_worker(error):
         start = message.find("Collective ops is aborted")  # after TF's graph traceback
         reason = (message[start:] if start >= 0 else message[-300:])[:300]
         print(
-            f"avdgp: a worker of the cluster stopped or cannot be reached ({reason}); start "
+            f"{prefix}: a worker of the cluster stopped or cannot be reached ({reason}); start "
             "every worker again (a run with --save resumes from its last finished epoch)",
             file=sys.stderr,
         )
         return EXIT_INTERNAL
     print(
-        f"avdgp: internal error: {type(error).__name__}: {message[:500]} "
+        f"{prefix}: internal error: {type(error).__name__}: {message[:500]} "
         "(set AVDGP_DEBUG=1 for the traceback)",
         file=sys.stderr,
     )

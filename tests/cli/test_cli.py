@@ -481,7 +481,7 @@ def test_fit_diverged_training_exits_3(capsys, tmp_path, rng):
     x, y = regression_data(rng, 120, 2)
     data = write_table(tmp_path / "wild.csv", np.column_stack([x, y]).tolist())
     status, out, err = cli(capsys, "fit", data, *DEEP, *TINY, "--learning-rate", "1e30")
-    assert_one_line_cli_error(status, out, err, "avdgp: training diverged:", code=3)
+    assert_one_line_cli_error(status, out, err, "avdgp fit: training diverged:", code=3)
     assert gpflow.default_float() == np.float64
 
 
@@ -817,7 +817,7 @@ def test_module_missing_file_in_a_real_process(tmp_path):
     result = _run([sys.executable, "-m", "avdgp", "fit", "missing.csv"], tmp_path)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr and result.stdout == ""
-    assert result.stderr == "avdgp: error: missing.csv: no such file or folder\n"
+    assert result.stderr == "avdgp fit: missing.csv: no such file or folder\n"
 
 
 @pytest.mark.slow

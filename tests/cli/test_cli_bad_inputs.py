@@ -50,7 +50,7 @@ def test_a_huge_learning_rate_with_the_cosine_schedule_diverges_with_exit_3(caps
     data = _write_csv(tmp_path / "d.csv", _table(rng))
     args = ["fit", data, *TINY, *SHALLOW, "--learning-rate", "3e38", "--schedule", "cosine"]
     status, out, err = run_cli(capsys, args)
-    assert_one_line_cli_error(status, out, err, "avdgp: training diverged:", code=3)
+    assert_one_line_cli_error(status, out, err, "avdgp fit: training diverged:", code=3)
 
 
 @pytest.mark.parametrize(
@@ -226,17 +226,17 @@ def test_generated_broken_shards_end_with_one_line_and_exit_2(capsys, tmp_path):
     "error, status, start",
     [
         (CommandLineError("avdgp fit: --epochs 0: expected >= 1"), 2, "avdgp fit: --epochs 0"),
-        (DataError("d.csv: row 3: not a number"), 2, "avdgp: error: d.csv: row 3"),
-        (UsageError("m: the folder is in use"), 2, "avdgp: error: m: the folder"),
-        (ValueError("num_inducing: expected an integer >= 1, got 0"), 2, "avdgp: error: num_"),
-        (FileNotFoundError("no such file"), 2, "avdgp: error: no such file"),
-        (TrainingDiverged("loss is NaN"), 3, "avdgp: training diverged: loss is NaN"),
-        (TypeError("seed: expected an int, got 'a' (str)"), 1, "avdgp: internal error: TypeError"),
-        (MemoryError("Unable to allocate 74.5 GiB"), 2, "avdgp: out of memory (MemoryError: Un"),
+        (DataError("d.csv: row 3: not a number"), 2, "avdgp demo: d.csv: row 3"),
+        (UsageError("m: the folder is in use"), 2, "avdgp demo: m: the folder"),
+        (ValueError("num_inducing: expected an integer >= 1, got 0"), 2, "avdgp demo: num_"),
+        (FileNotFoundError("no such file"), 2, "avdgp demo: no such file"),
+        (TrainingDiverged("loss is NaN"), 3, "avdgp demo: training diverged: loss is NaN"),
+        (TypeError("seed: expected an int, got 'a' (str)"), 1, "avdgp demo: internal error: TypeError"),
+        (MemoryError("Unable to allocate 74.5 GiB"), 2, "avdgp demo: out of memory (MemoryError: Un"),
         (
             tf.errors.ResourceExhaustedError(None, None, "OOM when allocating [[node x]]"),
             2,
-            "avdgp: out of memory (ResourceExhaustedError: OOM when allocating); lower",
+            "avdgp demo: out of memory (ResourceExhaustedError: OOM when allocating); lower",
         ),
         (
             tf.errors.ResourceExhaustedError(
@@ -246,9 +246,9 @@ def test_generated_broken_shards_end_with_one_line_and_exit_2(capsys, tmp_path):
                 ".tempstate1; No space left on device",
             ),
             2,
-            "avdgp: error: the disk is full (m/backup/chief/ckpt-3_temp/",
+            "avdgp demo: the disk is full (m/backup/chief/ckpt-3_temp/",
         ),
-        (OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), 2, "avdgp: error: the disk is full"),
+        (OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), 2, "avdgp demo: the disk is full"),
     ],
     ids=[
         "command-line",

@@ -162,7 +162,7 @@ def test_fit_mirrored_refuses_a_batch_smaller_than_the_replicas(runs):
     assert too_small.returncode == 2, too_small.describe()
     assert too_small.stdout == ""
     assert stderr_lines(too_small) == [
-        "avdgp: error: batch_size: a batch of 1 rows cannot be split over 2 replicas (160 rows "
+        "avdgp fit: batch_size: a batch of 1 rows cannot be split over 2 replicas (160 rows "
         "in batches of 53); choose a batch size, and a last batch (N mod batch size), of at "
         "least 2 rows"
     ]
@@ -248,7 +248,7 @@ def test_a_lost_worker_is_reported_in_one_line(capsys, monkeypatch, data):
     lines = captured.err.splitlines()
     assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
     assert lines[0].startswith(
-        "avdgp: a worker of the cluster stopped or cannot be reached (Collective ops is aborted by"
+        "avdgp fit: a worker of the cluster stopped or cannot be reached (Collective ops is aborted by"
     )
     assert "/job:worker/replica:0/task:1" in lines[0] and "File" not in lines[0]
     assert lines[0].endswith("start every worker again (a run with --save resumes from its last "
