@@ -59,6 +59,7 @@ def fit_command(args) -> int:
     config = train_config(args)
     check_step_memory(spec, split.x_train.shape[1], config.batch_size)
     if chief:  # every input checked: what is read, before the first epoch
+        _check_save_dir_free(args)
         _announce_data(args, dataset, len(dataset.inputs))
     with _one_line_warnings():
         record = run(
@@ -116,6 +117,16 @@ def _check_target_choice(args, dataset) -> None:
             f"without --target the last column {last!r} is; give --target {suspect[0]} (or "
             f"--target {last} to keep it)"
         )
+
+
+def _check_save_dir_free(args) -> None:
+    """Refuse ``--save`` of a folder another run holds before saying anything else (the run
+    takes the folder's lock itself; this only orders the lines)."""
+    if args.save:
+        from ..training.rundir import holding_run_dir
+
+        with holding_run_dir(Path(args.save)):
+            pass
 
 
 def _announce_data(args, dataset, rows: int) -> None:
@@ -309,6 +320,7 @@ def _fit_streaming(args) -> int:
                 f"{test.shards[0]}: the test targets take values the training targets do not: "
                 f"{', '.join(f'{value:g}' for value in unseen[:10])}"
             )
+    _check_save_dir_free(args)
     _announce_data(args, train, train.num_rows)
     record = run_streaming(
         spec,
