@@ -122,21 +122,23 @@ def _numpy_moments(
 def model_likelihood(
     model: tf_keras.Model, likelihood: Optional[gpflow.likelihoods.Likelihood] = None
 ) -> gpflow.likelihoods.Likelihood:
-    """``likelihood`` if given, else the one held by the model's last layer.
+    """``likelihood`` if given, else the one held by the model's
+    :class:`~gpflux_avdgp.TrainableLikelihood` (in a nested model too, or beside other heads).
 
-    :raises ValueError: if none is given and the last layer is not a
-        :class:`~gpflux_avdgp.TrainableLikelihood`.
+    :raises ValueError: if none is given and the model holds no such layer, or several.
     """
     if likelihood is not None:
         if not isinstance(likelihood, gpflow.likelihoods.Likelihood):
             raise ValueError(f"likelihood: expected a GPflow likelihood, got {likelihood!r}")
         return likelihood
-    last = model.layers[-1] if getattr(model, "layers", None) else None
-    if not isinstance(last, TrainableLikelihood):
+    holders = [m for m in model.submodules if isinstance(m, TrainableLikelihood)]
+    if len(holders) != 1:
+        held = "no TrainableLikelihood layer" if not holders else f"{len(holders)} of them"
         raise ValueError(
-            "likelihood: the model does not end in a TrainableLikelihood layer; pass it"
+            f"likelihood: the model holds {held}; pass likelihood=<the GPflow likelihood of "
+            "the output to read>"
         )
-    return last.likelihood
+    return holders[0].likelihood
 
 
 def model_input_spec(model: tf_keras.Model) -> tuple[Optional[int], tf.DType]:
@@ -186,12 +188,37 @@ def mixture_function(model: tf_keras.Model):
     if kept is not None and kept[0] == jit_compile:
         return kept[1]
 
+    index = _likelihood_output(model)
+
     @tf.function(jit_compile=jit_compile)
     def packed_mixture(x: tf.Tensor) -> tf.Tensor:
-        return output_mixture(model(x, training=False)).pack()
+        outputs = model(x, training=False)
+        if index is not None:
+            outputs = tf.nest.flatten(outputs)[index]
+        return output_mixture(outputs).pack()
 
     object.__setattr__(model, "_avdgp_mixture_function", (jit_compile, packed_mixture))
     return packed_mixture
+
+
+def _likelihood_output(model: tf_keras.Model) -> Optional[int]:
+    """Which of a multi-output model's outputs (flattened) its
+    :class:`~gpflux_avdgp.TrainableLikelihood` gives (a GP head beside other heads); ``None``
+    for a model of one output.
+
+    :raises ValueError: for several outputs of which not exactly one is that layer's."""
+    names = list(getattr(model, "output_names", None) or [])
+    if len(names) <= 1:
+        return None
+    picks = [
+        i for i, name in enumerate(names) if isinstance(model.get_layer(name), TrainableLikelihood)
+    ]
+    if len(picks) != 1:
+        raise ValueError(
+            f"model: {len(names)} outputs, {len(picks)} of them a TrainableLikelihood's; "
+            "predict_mixture reads a model with exactly one"
+        )
+    return picks[0]
 
 
 def predict_mixture(
@@ -206,10 +233,12 @@ def predict_mixture(
     :param model: an :class:`~gpflux_avdgp.AVDGPModel`, or any model whose output is a packed
         mixture.
     :param inputs: what ``model.predict`` takes: ``[N, D]`` test inputs (a finite, non-empty
-        numeric array or tensor; integers are converted to the model's float type), or a
+        numeric array or tensor; integers are converted to the model's float type; for a
+        multi-input model a list of them, or a dict by the inputs' names), or a
         ``tf.data.Dataset`` of input batches (``(x, y)`` batches are read as ``x``).
-    :param likelihood: defaults to the model's last layer's, if it is a
-        :class:`~gpflux_avdgp.TrainableLikelihood`.
+    :param likelihood: defaults to that of the model's one
+        :class:`~gpflux_avdgp.TrainableLikelihood`; a model with other heads beside it is read
+        at the output that layer gives.
     :param batch_size: inputs per forward pass for arrays; they are padded so that every pass
         has the same shape (see :func:`padded_size`), and the padding is dropped from the result.
     :raises ValueError: for inputs of the wrong width, rank or dtype, an empty batch, or NaN/inf
@@ -261,6 +290,14 @@ def _input_tensors(model: tf_keras.Model, inputs) -> list[tf.Tensor]:
     """``inputs`` checked and converted to the model's input dtypes (NumPy floats would reach
     Keras as float32): one ``[N, D]`` tensor, or one per input of a multi-input model."""
     specs = list(getattr(model, "inputs", None) or [])
+    if len(specs) > 1 and isinstance(inputs, dict):  # by the Input layers' names
+        names = list(model.input_names)
+        if set(inputs) != set(names):
+            raise ValueError(
+                f"inputs: expected the keys {sorted(names)} of the model's inputs, got "
+                f"{sorted(inputs)}"
+            )
+        inputs = [inputs[name] for name in names]
     if len(specs) > 1:
         if not isinstance(inputs, (list, tuple)) or len(inputs) != len(specs):
             raise ValueError(

@@ -254,3 +254,51 @@ def test_a_refit_with_targets_of_another_rank_trains():
     first = model.fit(x, y, batch_size=40, epochs=1, verbose=0).history["loss"]
     second = model.fit(x, y[:, 0], batch_size=40, epochs=1, verbose=0).history["loss"]
     assert np.isfinite(first + second).all()
+
+
+def test_predict_mixture_reads_the_gp_head_of_a_model_with_a_dense_head_too():
+    x, _, _ = _data()
+    built = ga.build_avdgp(2, [1], 4, NUM_DATA, gpflow.likelihoods.Gaussian(0.1), seed=0)
+    inputs = tf_keras.Input((2,), dtype=tf.float64)
+    gp_head = inputs
+    for layer in built.layers:
+        gp_head = layer(gp_head)
+    dense_head = tf_keras.layers.Dense(3, dtype=tf.float64)(inputs)
+    for outputs in ([dense_head, gp_head], {"class": dense_head, "gp": gp_head}):
+        model = tf_keras.Model(inputs, outputs)
+        mixture = ga.predict_mixture(model, x.numpy(), batch_size=50)
+        expected = ga.predict_mixture(built, x.numpy(), batch_size=50)
+        np.testing.assert_array_equal(mixture.f_means, expected.f_means)
+        assert mixture.likelihood is built.likelihood
+    two = tf_keras.Model(inputs, [dense_head, tf_keras.layers.Dense(1, dtype=tf.float64)(inputs)])
+    with pytest.raises(ValueError, match=r"likelihood: the model holds no .* pass likelihood="):
+        ga.predict_mixture(two, x.numpy())
+    with pytest.raises(ValueError, match=r"^model: 2 outputs, 0 of them a TrainableLikelihood's"):
+        ga.predict_mixture(two, x.numpy(), likelihood=gpflow.likelihoods.Gaussian())
+
+
+def test_predict_mixture_takes_a_dict_of_named_inputs_and_a_nested_model(tmp_path):
+    x, _, _ = _data()
+    built = ga.build_avdgp(2, [1], 4, NUM_DATA, gpflow.likelihoods.Gaussian(0.1), seed=0)
+    first = tf_keras.Input((1,), dtype=tf.float64, name="width")
+    second = tf_keras.Input((1,), dtype=tf.float64, name="height")
+    outputs = tf_keras.layers.Concatenate(dtype=tf.float64)([first, second])
+    for layer in built.layers:
+        outputs = layer(outputs)
+    model = tf_keras.Model([first, second], outputs)
+    columns = {"height": x.numpy()[:, 1:], "width": x.numpy()[:, :1]}
+    expected = ga.predict_mixture(built, x.numpy(), batch_size=50).f_means
+    np.testing.assert_array_equal(ga.predict_mixture(model, columns, batch_size=50).f_means,
+                                  expected)  # fmt: skip
+    with pytest.raises(ValueError, match=r"inputs: expected the keys \['height', 'width'\]"):
+        ga.predict_mixture(model, {"width": columns["width"]})
+    nested = tf_keras.Sequential([tf_keras.Input((2,), dtype=tf.float64), built])
+    np.testing.assert_array_equal(
+        ga.predict_mixture(nested, x.numpy(), batch_size=50).f_means, expected
+    )
+    served = tf.saved_model.load(str(ga.export(nested, tmp_path / "served")))
+    np.testing.assert_allclose(
+        served.signatures["predict_y"](x=x)["mean"].numpy(),
+        built.predict(x.numpy(), verbose=0)["mean"],
+        rtol=1e-10,
+    )
