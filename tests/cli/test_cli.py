@@ -784,6 +784,7 @@ def test_help_lists_the_options(capsys):
         assert option in help_text
     for model in ("avdgp", "sgp-avi", "idsgp", "svgp", "dsdgp", "dspp"):
         assert model in help_text
+    assert "about 80 steps" in " ".join(help_text.split())  # how many a small data set needs
 
 
 # ---------------------------------------------------------------------------------------------
