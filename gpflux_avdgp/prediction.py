@@ -188,20 +188,26 @@ def mixture_function(model: tf_keras.Model):
     if kept is not None and kept[0] == jit_compile:
         return kept[1]
 
-    index = _likelihood_output(model)
+    index = likelihood_output(model)
 
     @tf.function(jit_compile=jit_compile)
     def packed_mixture(x: tf.Tensor) -> tf.Tensor:
-        outputs = model(x, training=False)
-        if index is not None:
-            outputs = tf.nest.flatten(outputs)[index]
-        return output_mixture(outputs).pack()
+        return model_mixture(model, x, index).pack()
 
     object.__setattr__(model, "_avdgp_mixture_function", (jit_compile, packed_mixture))
     return packed_mixture
 
 
-def _likelihood_output(model: tf_keras.Model) -> Optional[int]:
+def model_mixture(model: tf_keras.Model, x, index: Optional[int]) -> GaussianMixture:
+    """The mixture of ``f`` of ``model`` at ``x`` in prediction mode, read at its output
+    ``index`` (:func:`likelihood_output`) when it has several."""
+    outputs = model(x, training=False)
+    if index is not None:
+        outputs = tf.nest.flatten(outputs)[index]
+    return output_mixture(outputs)
+
+
+def likelihood_output(model: tf_keras.Model) -> Optional[int]:
     """Which of a multi-output model's outputs (flattened) its
     :class:`~gpflux_avdgp.TrainableLikelihood` gives (a GP head beside other heads); ``None``
     for a model of one output.

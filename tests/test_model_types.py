@@ -256,7 +256,7 @@ def test_a_refit_with_targets_of_another_rank_trains():
     assert np.isfinite(first + second).all()
 
 
-def test_predict_mixture_reads_the_gp_head_of_a_model_with_a_dense_head_too():
+def test_predict_mixture_and_export_read_the_gp_head_of_a_model_with_a_dense_head_too(tmp_path):
     x, _, _ = _data()
     built = ga.build_avdgp(2, [1], 4, NUM_DATA, gpflow.likelihoods.Gaussian(0.1), seed=0)
     inputs = tf_keras.Input((2,), dtype=tf.float64)
@@ -270,6 +270,12 @@ def test_predict_mixture_reads_the_gp_head_of_a_model_with_a_dense_head_too():
         expected = ga.predict_mixture(built, x.numpy(), batch_size=50)
         np.testing.assert_array_equal(mixture.f_means, expected.f_means)
         assert mixture.likelihood is built.likelihood
+    served = tf.saved_model.load(str(ga.export(model, tmp_path / "served")))
+    np.testing.assert_allclose(
+        served.signatures["predict_y"](x=x)["mean"].numpy(),
+        built.predict(x.numpy(), verbose=0)["mean"],
+        rtol=1e-10,
+    )
     two = tf_keras.Model(inputs, [dense_head, tf_keras.layers.Dense(1, dtype=tf.float64)(inputs)])
     with pytest.raises(ValueError, match=r"likelihood: the model holds no .* pass likelihood="):
         ga.predict_mixture(two, x.numpy())

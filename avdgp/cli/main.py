@@ -131,7 +131,7 @@ def _report(error: Exception, prefix: str = "avdgp") -> int:
         )
         return EXIT_BAD_INPUT
     if isinstance(error, (UsageError, ValueError, OSError)):  # TypeError: ours (see ..errors)
-        print(message if message.startswith("avdgp ") else f"{prefix}: {message}", file=sys.stderr)
+        print(f"{prefix}: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if _is_lost_worker(error):
         start = message.find("Collective ops is aborted")  # after TF's graph traceback

@@ -53,13 +53,12 @@ from gpflow.keras import tf_keras
 
 from ..core.mixture import GaussianMixture, mixture_moments
 from ..intervals import interval_outputs
-from ..prediction import model_input_spec, model_likelihood
+from ..prediction import likelihood_output, model_input_spec, model_likelihood, model_mixture
 from ..predictive import (
     component_y_moments,
     is_categorical,
     is_classifier,
     mixture_log_density,
-    output_mixture,
 )
 from .named_inputs import NAMED_SIGNATURES, check_feature_names, named_signatures
 
@@ -213,6 +212,7 @@ class _ServingModule(tf.Module):
         y_mean, y_std = tf.constant(scaling.y_mean, dtype), tf.constant(scaling.y_std, dtype)
         log_y_scale = tf.constant(np.sum(np.log(scaling.y_std)), dtype)
         x_spec = tf.TensorSpec([None, input_dim], dtype, name="x")
+        index = likelihood_output(model)  # the GP head's output, beside other heads
         target_width = 1 if is_categorical(likelihood) else output_dim  # a class index per row
         y_spec = tf.TensorSpec([None, target_width], dtype, name="y")
 
@@ -220,7 +220,7 @@ class _ServingModule(tf.Module):
             x = _checked_batch("x", x, input_dim)  # [N, D]
             if scaling.inputs:
                 x = (x - x_mean) / x_std
-            return output_mixture(model(x, training=False))  # [N, S, .]
+            return model_mixture(model, x, index)  # [N, S, .]
 
         def to_original_units(moments: tuple[tf.Tensor, tf.Tensor]) -> tuple:
             means, variances = moments  # [N, S, Q]
@@ -341,7 +341,7 @@ def export(
         raise ValueError(f"path: {target} is a file, expected a folder for the SavedModel")
 
     # One eager call creates every lazily built weight and metric before tracing.
-    mixture = output_mixture(model(tf.zeros([2, input_dim], dtype), training=False))
+    mixture = model_mixture(model, tf.zeros([2, input_dim], dtype), likelihood_output(model))
     num_components, output_dim = int(mixture.log_weights.shape[1]), mixture.dim
 
     scaling = _scaling(standardizer, x_mean, x_std, y_mean, y_std, input_dim, output_dim)
