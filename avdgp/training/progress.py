@@ -49,6 +49,7 @@ class EpochProgress(tf_keras.callbacks.Callback):
         self.first_epoch: Optional[int] = None
         self.epoch, self.batch = 0, 0
         self.steps_per_execution = 1  # batches per train-function call, set by fit_model
+        self._last_line: Optional[float] = None  # perf_counter() of the last epoch's line
 
     def _time_left(self, epochs_left: int) -> str:
         """`` (ETA 85 s)`` from the epochs after the second of this run (the first traces the
@@ -63,10 +64,10 @@ class EpochProgress(tf_keras.callbacks.Callback):
         return f" (ETA {np.mean(self.seconds[2:]) * epochs_left:.0f} s)"
 
     def on_train_begin(self, logs: Optional[dict] = None) -> None:
-        self._last_line = None  # perf_counter() of the last epoch's line
+        self._last_line = None  # a new fit: its first epoch is timed from its start
 
     def on_epoch_begin(self, epoch: int, logs: Optional[dict] = None) -> None:
-        if getattr(self, "_last_line", None) is None:
+        if self._last_line is None:
             self._last_line = time.perf_counter()
         if self.first_epoch is None:
             self.first_epoch = epoch  # > 0 when training resumed from a backup
