@@ -57,7 +57,7 @@ VARIANCE_GATE_LIMIT = 0.5
 
 
 def guard_gp_layer(
-    input_dim: int, output_dim: int, num_inducing: int, num_data: int
+    input_dim: int, output_dim: int, num_inducing: int, num_data: int, train_kernel: bool = True
 ) -> gpflux.layers.GPLayer:
     """The guard's SVGP: a GPflux ``GPLayer`` with a Matérn-5/2 kernel shared by the outputs
     and ``num_inducing`` shared inducing points (placed on training rows with the anchors,
@@ -67,6 +67,9 @@ def guard_gp_layer(
     :param output_dim: ``Q``, the model's latent outputs.
     :param num_inducing: ``M``.
     :param num_data: ``N``, scales its KL term.
+    :param train_kernel: train the kernel's lengthscale and variance; ``False`` keeps GPflow's
+        defaults (1 and 1, on standardised inputs and targets) and spares the step their
+        gradients through ``chol(K_uu)``.
     """
     kernel = gpflux.helpers.construct_basic_kernel(
         gpflow.kernels.Matern52(), output_dim=output_dim, share_hyperparams=True
@@ -87,6 +90,7 @@ def guard_gp_layer(
         name="guard_svgp",
         verbose=False,
     )
+    gpflow.set_trainable(layer.kernel, train_kernel)
     return layer
 
 

@@ -66,7 +66,8 @@ def build_avdgp(
         anchors' reach, beyond the training rows' range along any input, or where the SVGP's
         variance is beyond its training rows' (gaps, holes and shifts the hidden layers fold
         back onto the data); a dict: ``InputGuard``'s options (``num_anchors``, ``keep``,
-        ``scale``, ``variance_gate``, ``range_gate``) and ``num_inducing``.
+        ``scale``, ``variance_gate``, ``range_gate``), ``num_inducing`` and ``train_kernel``
+        (:func:`~gpflux_avdgp.layers.input_guard.guard_gp_layer`).
     :param name: the model's name.
     :param anchor_posterior: in ``layer_kwargs``, a flag for every layer or a sequence with
         one flag per layer (e.g. ``(True, False, False)``): anchors with a global posterior
@@ -153,7 +154,13 @@ def build_avdgp(
     if guard:
         options = {"num_anchors": GUARD_SIZE, **(guard if isinstance(guard, dict) else {})}
         input_guard = InputGuard(
-            guard_gp_layer(input_dim, units[-1], options.pop("num_inducing", GUARD_SIZE), num_data),
+            guard_gp_layer(
+                input_dim,
+                units[-1],
+                options.pop("num_inducing", GUARD_SIZE),
+                num_data,
+                train_kernel=options.pop("train_kernel", True),
+            ),
             gpflow.utilities.deepcopy(likelihood),
             input_dim=input_dim,
             name="guard",

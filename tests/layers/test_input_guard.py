@@ -288,6 +288,28 @@ def test_build_avdgp_passes_the_guard_s_options():
         )
 
 
+def test_a_guard_with_its_kernel_fixed_trains_the_rest_and_saves_the_kernel_fixed(rng, tmp_path):
+    x, y = _gap_data(rng)
+    model = gpflux_avdgp.build_avdgp(
+        1, [2, 1], 4, len(x), gpflow.likelihoods.Gaussian(), seed=0,
+        guard={"num_anchors": 8, "num_inducing": 6, "train_kernel": False},
+    )  # fmt: skip
+    kernel = model.guard.svgp.kernel.kernel  # GPflux's SharedIndependent holds the Matern52
+    assert not kernel.trainable_parameters
+    model.compile(tf_keras.optimizers.Adam(0.05))
+    q_mu = model.guard.svgp.q_mu.numpy().copy()
+    model.fit(x, y, epochs=2, batch_size=30, verbose=0)
+    assert float(kernel.lengthscales.numpy()) == 1.0 and float(kernel.variance.numpy()) == 1.0
+    assert not np.array_equal(q_mu, model.guard.svgp.q_mu.numpy())
+    model.save(tmp_path / "model.keras")
+    loaded = gpflux_avdgp.load_model(tmp_path / "model.keras")
+    assert not loaded.guard.svgp.kernel.kernel.trainable_parameters
+    trained = gpflux_avdgp.build_avdgp(
+        1, [2, 1], 4, len(x), gpflow.likelihoods.Gaussian(), seed=0, guard=True
+    )
+    assert len(trained.guard.svgp.kernel.kernel.trainable_parameters) == 2
+
+
 def test_a_frozen_guarded_model_keeps_the_guard_s_weights_among_its_non_trainable_ones():
     model = _guarded(40)
     count = len(model.weights)
