@@ -8,17 +8,14 @@ needs; everything else is reachable from its module (``gpflux_avdgp.core``,
 ``gpflux_avdgp.layers``, ``gpflux_avdgp.propagation``, ...). The ``avdgp`` command and what only
 it needs live beside the library, in the :mod:`avdgp` package, which the library never imports.
 
-:func:`predict_mixture` and :class:`PredictiveMixture` (the mixture behind a prediction),
-:class:`ValidationNLL`, :func:`export` (the serving signatures), :func:`load_model` (the file
-checks) and :func:`as_deep_gp` (GPflux's ``DeepGP``) load their modules when first used, so
-``import gpflux_avdgp`` loads what a model needs to be built and trained.
+Everything is imported eagerly, as GPflux does: TensorFlow's import is most of the time.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING
-
 from ._version import __version__
+from .callbacks import ValidationNLL
 from .core.mixture import GaussianMixture
+from .io.saving import load_model
+from .io.serving import export
 from .keras_metrics import MixtureAccuracy, MixtureBrier, MixtureCRPS, MixtureNLL, MixtureRMSE
 from .layers import (
     AmortizedGPLayer,
@@ -27,8 +24,9 @@ from .layers import (
     SigmaPointGPLayer,
     TrainableLikelihood,
 )
-from .models import AVDGPModel, build_avdgp
+from .models import AVDGPModel, as_deep_gp, build_avdgp
 from .objectives import AVDGPLoss
+from .prediction import PredictiveMixture, predict_mixture
 from .propagation import PropagationRule
 
 __all__ = [
@@ -55,29 +53,3 @@ __all__ = [
     "load_model",
     "predict_mixture",
 ]
-
-
-#: Names loaded on first use, by the module that defines them.
-_LOADED_ON_FIRST_USE = {
-    "PredictiveMixture": ".prediction",
-    "ValidationNLL": ".callbacks",
-    "as_deep_gp": ".models.deep_gp",
-    "export": ".io.serving",
-    "load_model": ".io.saving",
-    "predict_mixture": ".prediction",
-}
-
-if TYPE_CHECKING:  # what the names are, for type checkers and IDEs
-    from .callbacks import ValidationNLL
-    from .io.saving import load_model
-    from .io.serving import export
-    from .models.deep_gp import as_deep_gp
-    from .prediction import PredictiveMixture, predict_mixture
-
-
-def __getattr__(name: str):
-    """The names of :data:`_LOADED_ON_FIRST_USE`, imported when first asked for."""
-    module = _LOADED_ON_FIRST_USE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'gpflux_avdgp' has no attribute {name!r}")
-    return getattr(import_module(module, __name__), name)

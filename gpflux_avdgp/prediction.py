@@ -11,6 +11,7 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 
 from .core.mixture import GaussianMixture, mixture_moments, unpack_numpy
+from .intervals import central_levels, mixture_quantiles
 from .layers.likelihood_layer import TrainableLikelihood
 from .predictive import component_y_moments, is_classifier, mixture_log_density, output_mixture
 from .validation import check_feature_matrix, check_positive_int
@@ -67,8 +68,6 @@ class PredictiveMixture:
         :raises ValueError: unless the likelihood is Gaussian (then the law of ``y`` is the
             mixture ``sum_s w_s N(m_s, v_s + noise)``), or for a level outside ``(0, 1)``.
         """
-        from .intervals import mixture_quantiles  # loaded on first use
-
         if not isinstance(self.likelihood, gpflow.likelihoods.Gaussian):
             raise ValueError(
                 "quantiles: the law of y is a Gaussian mixture under a Gaussian likelihood "
@@ -86,8 +85,6 @@ class PredictiveMixture:
     def central_interval(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
         """The central ``level`` interval of ``y``: ``(lower, upper)``, each ``[N, Q]``, the
         ``(1 - level) / 2`` and ``(1 + level) / 2`` quantiles (see :meth:`quantiles`)."""
-        from .intervals import central_levels
-
         bounds = self.quantiles(central_levels(level))
         return bounds[:, 0], bounds[:, 1]
 

@@ -24,6 +24,7 @@ import tensorflow as tf
 from check_shapes import check_shapes
 
 from .core.mixture import GaussianMixture, mixture_moments
+from .intervals import interval_outputs
 from .rules import Objective
 
 __all__ = [
@@ -285,8 +286,6 @@ class PredictiveDistribution:
         classifier."""
         if is_classifier(self.likelihood):
             return {"probabilities": self.mean()}
-        from .intervals import interval_outputs  # loaded on first use
-
         mean, variance = self.moments()
         intervals = interval_outputs(
             self.likelihood, self.mixture.log_weights, *self.component_moments()

@@ -267,7 +267,10 @@ def test_predict_mixture_needs_a_likelihood():
     model = tf_keras.Sequential(
         [tf_keras.Input((3,), dtype=tf.float64), AmortizedGPLayer(1, 2, 10)]
     )
-    with pytest.raises(ValueError, match=r"likelihood: the model holds no TrainableLikelihood layer; pass likelihood="):
+    with pytest.raises(
+        ValueError,
+        match=r"likelihood: the model holds no TrainableLikelihood layer; pass likelihood=",
+    ):
         gpflux_avdgp.predict_mixture(model, np.zeros((2, 3)))
     # passing it explicitly works
     prediction = gpflux_avdgp.predict_mixture(

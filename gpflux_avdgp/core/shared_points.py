@@ -8,8 +8,6 @@ then ``|z - F|^2``, ``m(F)`` and their gradients makes a dozen elementwise passe
 ``[B, S, D]``: the largest cost of a CPU training step. This module computes the same numbers
 from the factors, as matrix products with ``xi^T`` ``[D, S]`` and nothing of size ``B S D``,
 forward or backward.
-
-The layer loads the module on first use (the ``import gpflux_avdgp`` line budget).
 """
 
 from __future__ import annotations

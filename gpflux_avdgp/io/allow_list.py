@@ -31,6 +31,8 @@ import sys
 import types
 from typing import Any, Callable, Iterator, Mapping, Optional
 
+import gpflux
+import tensorflow as tf
 from gpflow.keras import tf_keras
 from tensorflow.python.util import tf_export
 from tf_keras.src.layers import serialization as layer_serialization
@@ -154,8 +156,6 @@ def _problem(entry: dict, trusted: dict, legacy: bool) -> Optional[str]:
 
 def _typespec_problem(entry: dict) -> Optional[str]:
     """A ``__typespec__`` names a ``tf.TypeSpec`` class by module: only TensorFlow's."""
-    import tensorflow as tf
-
     module, name = entry.get("module"), entry.get("spec_name")
     loaded = sys.modules.get(module) if isinstance(module, str) else None
     spec = getattr(loaded, name, None) if loaded is not None and isinstance(name, str) else None
@@ -258,8 +258,6 @@ def _gpflux_layer_names() -> frozenset[str]:
     :class:`~gpflux_avdgp.SigmaPointGPLayer` names its wrapped ``GPLayer`` by class name.
     Keras cannot build one from that name; the wrapper's config rebuilds it (or, if that
     failed, Keras would revive it from the graph, whose ops :mod:`.graph_ops` checks)."""
-    import gpflux
-
     return frozenset(
         name
         for name, value in vars(gpflux.layers).items()

@@ -24,8 +24,10 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 
 from .. import optimizers  # noqa: F401 (a file may name FlatAdam; files never import)
+from ..layers import gpflux_adapter, mixture_likelihood_layer  # noqa: F401 (registered)
 from .errors import ModelFileError, UnsafeModelError
 from .errors import one_line as _one_line
+from .model_file import check_model_file
 
 __all__ = ["ModelFileError", "UnsafeModelError", "load_model"]
 
@@ -75,9 +77,6 @@ def load_model(
         directory, truncated or corrupt, or does not describe a loadable model; the message
         is one line naming the file and the problem (the original error is chained).
     """
-    from ..layers import gpflux_adapter, mixture_likelihood_layer  # noqa: F401  (register them)
-    from .model_file import check_model_file  # loaded on first use: import stays light
-
     path = os.fspath(path)
     is_saved_model = check_model_file(path, custom_objects=custom_objects)
     kind = "SavedModel" if is_saved_model else ".keras archive"

@@ -51,6 +51,7 @@ import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
+from .._version import __version__
 from ..core.mixture import GaussianMixture, mixture_moments
 from ..intervals import interval_outputs
 from ..prediction import likelihood_output, model_input_spec, model_likelihood, model_mixture
@@ -350,8 +351,6 @@ def export(
             "y_mean, y_std: target standardisation needs a Gaussian likelihood, the model has "
             f"{type(likelihood).__name__} (use y_mean=0, y_std=1 or leave them out)"
         )
-    from .._version import __version__
-
     described = {
         "format": EXPORT_FORMAT,
         "gpflux_avdgp_version": __version__,

@@ -22,7 +22,9 @@ from __future__ import annotations
 import os
 from typing import IO, Union
 
+import h5py
 import numpy as np
+import tensorflow as tf
 
 from .errors import ModelFileError, UnsafeModelError
 from .errors import one_line as _one_line
@@ -42,8 +44,6 @@ def check_h5_weights(source: str, file: Union[str, IO[bytes]]) -> None:
         dataset, a non-numeric dataset, or more objects than the cap, in one line.
     :raises ModelFileError: a file HDF5 cannot read.
     """
-    import h5py
-
     try:
         with h5py.File(file, "r") as weights:
             _check_group(source, weights, [0])
@@ -56,8 +56,6 @@ def check_h5_weights(source: str, file: Union[str, IO[bytes]]) -> None:
 
 
 def _check_group(source: str, group, count: list[int]) -> None:
-    import h5py
-
     pending = [group]
     while pending:
         group = pending.pop()
@@ -119,8 +117,6 @@ def check_checkpoint_index(source: str, prefix: str) -> None:
         over :data:`~.limits.MAX_WEIGHTS_BYTES`, in one line.
     :raises ModelFileError: an index TensorFlow cannot read.
     """
-    import tensorflow as tf
-
     folder = os.path.dirname(prefix)
     stem = os.path.basename(prefix)
     files = [name for name in os.listdir(folder) if name.startswith(stem + ".")]

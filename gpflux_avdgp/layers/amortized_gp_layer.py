@@ -19,6 +19,7 @@ from ..core.anchors import (
     revert_to_prior,
     spread_rows,
 )
+from ..core import shared_points
 from ..core.cholesky import jittered_cholesky
 from ..core.conditionals import amortized_conditional, amortized_kl
 from ..core.covariances import pointwise_covariances
@@ -379,9 +380,7 @@ class AmortizedGPLayer(MixtureLayer):
 
     def _factored(self, kernel, inducing, shared: Optional[SharedPoints]) -> Optional[tuple]:
         """``(Kuu, Kuf, kff, m(F))`` from the factors of shared ``F``, or ``None`` if ``F``
-        must be formed (:mod:`~gpflux_avdgp.core.shared_points`, loaded on first use)."""
-        from ..core import shared_points
-
+        must be formed (:mod:`~gpflux_avdgp.core.shared_points`)."""
         if shared is None or not shared_points.shared_points_available(kernel):
             return None
         kuu, kuf, kff = shared_points.shared_point_covariances(kernel, inducing, *shared)

@@ -18,6 +18,7 @@ from gpflow.keras import tf_keras
 from ..kernels import check_kernel_width
 from ..propagation import Propagated, PropagationRule
 from .base import MixtureLayer, translate_legacy_points
+from .gpflux_config import gp_layer_from_config, gp_layer_modules, gp_layer_to_config
 
 __all__ = ["SigmaPointGPLayer"]
 
@@ -103,8 +104,6 @@ class SigmaPointGPLayer(MixtureLayer):
     def _gpflow_modules(self) -> list[tf.Module]:
         """The wrapped layer's ``q_mu``, ``q_sqrt``, kernel, inducing variable and mean
         function, in this order (the ``.keras`` weights store relies on it)."""
-        from .gpflux_config import gp_layer_modules
-
         return gp_layer_modules(self.gp_layer)
 
     def get_config(self) -> dict:
@@ -115,8 +114,6 @@ class SigmaPointGPLayer(MixtureLayer):
             inducing variable or mean function, a prior, a non-default transform or
             ``active_dims``).
         """
-        from .gpflux_config import gp_layer_to_config
-
         config = super().get_config()
         config["gp_layer"] = gp_layer_to_config(self.gp_layer, owner=self.name)
         return config
@@ -124,8 +121,6 @@ class SigmaPointGPLayer(MixtureLayer):
     @classmethod
     def from_config(cls, config: dict) -> "SigmaPointGPLayer":
         """Rebuild the layer; the wrapped layer gets placeholder values until the weights load."""
-        from .gpflux_config import gp_layer_from_config
-
         config = translate_legacy_points(config)
         units = config.pop("units", None)  # the wrapped layer's num_latent_gps
         config["gp_layer"] = gp_layer_from_config(config["gp_layer"])

@@ -35,6 +35,7 @@ from gpflow.keras import tf_keras
 
 from ..keras_metrics import MixtureMetric, check_standard_metric
 from ..layers import AmortizedGPLayer, InputGuard, MixtureLayer, TrainableLikelihood
+from ..layers.anchor_placement import place_anchors
 from ..layers.readers import mixture_reader_fix
 from ..objectives import AVDGPLoss
 from ..predictive import binary_labels, is_categorical, is_classifier, predictive_distribution
@@ -384,8 +385,6 @@ class AVDGPModel(tf_keras.Sequential):
         reversion's anchors not yet placed are placed first
         (:func:`~gpflux_avdgp.layers.anchor_placement.place_anchors`)."""
         check_finite_data(x=x, y=y, validation_data=kwargs.get("validation_data"))
-        from ..layers.anchor_placement import place_anchors  # loaded when first needed
-
         place_anchors(self, x)
         return self._tracking("fit", 5, super().fit, x, y, *args, **kwargs)
 

@@ -231,8 +231,16 @@ def test_generated_broken_shards_end_with_one_line_and_exit_2(capsys, tmp_path):
         (ValueError("num_inducing: expected an integer >= 1, got 0"), 2, "avdgp demo: num_"),
         (FileNotFoundError("no such file"), 2, "avdgp demo: no such file"),
         (TrainingDiverged("loss is NaN"), 3, "avdgp demo: training diverged: loss is NaN"),
-        (TypeError("seed: expected an int, got 'a' (str)"), 1, "avdgp demo: internal error: TypeError"),
-        (MemoryError("Unable to allocate 74.5 GiB"), 2, "avdgp demo: out of memory (MemoryError: Un"),
+        (
+            TypeError("seed: expected an int, got 'a' (str)"),
+            1,
+            "avdgp demo: internal error: TypeError",
+        ),
+        (
+            MemoryError("Unable to allocate 74.5 GiB"),
+            2,
+            "avdgp demo: out of memory (MemoryError: Un",
+        ),
         (
             tf.errors.ResourceExhaustedError(None, None, "OOM when allocating [[node x]]"),
             2,
