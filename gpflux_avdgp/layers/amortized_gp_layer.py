@@ -9,6 +9,7 @@ import gpflow
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
+from ..core import shared_points
 from ..core.anchors import (
     REACH_MOMENTUM,
     anchor_weight,
@@ -19,7 +20,6 @@ from ..core.anchors import (
     revert_to_prior,
     spread_rows,
 )
-from ..core import shared_points
 from ..core.cholesky import jittered_cholesky
 from ..core.conditionals import amortized_conditional, amortized_kl
 from ..core.covariances import pointwise_covariances
