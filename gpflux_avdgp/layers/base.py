@@ -25,7 +25,7 @@ from ..validation import (
     checked_finite,
 )
 from .module_state import GPflowModuleState
-from .readers import check_enclosing_deep_gp, check_mixture_readers, refuse_gpflux_reader
+from .readers import check_mixture_readers, refuse_gpflux_reader
 
 __all__ = [
     "MixtureLayer",
@@ -317,7 +317,6 @@ class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer, metaclass=abc.ABCMe
         """
         training = bool(training)
         check_mixture_readers(self)
-        check_enclosing_deep_gp(self)
         if inputs.shape.rank == 2:  # a deterministic input: the data, or features of it
             inputs = checked_finite(inputs, f"the inputs x of {self.name}")
         with tf.name_scope("propagate"):

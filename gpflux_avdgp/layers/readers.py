@@ -11,23 +11,20 @@ predictive distribution. Three kinds of reader would read them wrong:
   through ``gpflux.types.unwrap_dist`` (its ``tensor_distribution`` protocol, from tfp's
   layers): our outputs carry a ``tensor_distribution`` that raises a ``ValueError`` naming the
   fix when GPflux reads it (:func:`refuse_gpflux_reader`);
-- GPflux's ``DeepGP`` with its own likelihood layer: while it builds its Keras graph, the
-  likelihood layer meets a fresh placeholder, not our tensor, so the GP layer refuses first,
-  finding the ``DeepGP`` that calls it on the Python stack (:func:`check_enclosing_deep_gp`).
-
+GPflux's ``DeepGP`` with its own likelihood layer builds its Keras graph on placeholders,
+where neither guard sees it: GPflux then fails on its own ``AssertionError`` or a shape error.
+The supported route is :func:`~gpflux_avdgp.as_deep_gp` (finding the calling ``DeepGP`` on
+the Python stack was retired: a refusal that needs the caller's frame is not worth its cost).
 None of this changes a GPflux class; ``docs/design.md`` records the alternatives.
 """
 
 from __future__ import annotations
-
-import sys
 
 import gpflux
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
 __all__ = [
-    "check_enclosing_deep_gp",
     "check_mixture_readers",
     "check_no_reader_after_likelihood",
     "mixture_reader_fix",
@@ -106,34 +103,3 @@ def refuse_gpflux_reader(
         f"{layer.name}: GPflux reads one Gaussian q(f) per row, but this layer outputs {what}; "
         + fix
     )
-
-
-@tf.autograph.experimental.do_not_convert
-def check_enclosing_deep_gp(layer: tf_keras.layers.Layer) -> None:
-    """Refuse ``layer`` in a ``gpflux.models.DeepGP`` when the layer that reads it there (the
-    next of ``f_layers``, or the likelihood layer) does not read mixtures: GPflux's own fail on
-    an ``AssertionError`` or a shape error right after.
-
-    Only symbolic calls look (``DeepGP`` builds its models on Keras placeholders, before any
-    record of the readers exists); the stack is read once per trace, never in an eager call or
-    a compiled step.
-
-    :raises ValueError: naming the reader, ``layer`` and the fix.
-    """
-    if tf.executing_eagerly():
-        return
-    frame = sys._getframe(1)
-    while frame is not None:
-        deep_gp = frame.f_locals.get("self")
-        if isinstance(deep_gp, gpflux.models.DeepGP):
-            readers = [*deep_gp.f_layers, deep_gp.likelihood_layer]
-            position = next((i for i, f in enumerate(readers) if f is layer), None)
-            if position is not None:
-                reader = readers[position + 1]
-                if not getattr(reader, "reads_mixture", False):
-                    raise ValueError(
-                        f"{reader.name}: GPflux's DeepGP gives the packed mixture of "
-                        f"{layer.name!r} to a {type(reader).__name__}; {mixture_reader_fix(reader)}"
-                    )
-            return
-        frame = frame.f_back
