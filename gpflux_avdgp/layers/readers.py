@@ -52,14 +52,14 @@ def mixture_reader_fix(reader: tf_keras.layers.Layer) -> str:
 def check_mixture_readers(layer: tf_keras.layers.Layer) -> None:
     """Refuse a layer of the model that reads ``layer``'s packed mixture but does not know it.
 
-    The readers are found in Keras' record of the model's graph (``_outbound_nodes``, filled
+    The readers are found in Keras' record of the model's graph (``outbound_nodes``, filled
     by ``Sequential`` and Functional models before the layer is first called on data); a
     reader knows the mixture if its class sets ``reads_mixture = True`` (the package's layers
     do; a layer of your own that unpacks the mixture may too).
 
     :raises ValueError: naming both layers and the fix (:func:`mixture_reader_fix`).
     """
-    for node in getattr(layer, "_outbound_nodes", ()):
+    for node in layer.outbound_nodes:
         reader = node.layer
         if not getattr(reader, "reads_mixture", False):
             raise ValueError(
@@ -72,7 +72,7 @@ def check_mixture_readers(layer: tf_keras.layers.Layer) -> None:
 def check_no_reader_after_likelihood(layer: tf_keras.layers.Layer) -> None:
     """Refuse a layer that reads the likelihood layer's output (it would read the mean of ``y``
     and drop the distribution the loss needs)."""
-    for node in getattr(layer, "_outbound_nodes", ()):
+    for node in layer.outbound_nodes:
         reader = node.layer
         raise ValueError(
             f"{reader.name}: a {type(reader).__name__} follows {layer.name!r}, whose output is "

@@ -24,6 +24,7 @@ hooks (``compile``, ``compute_loss``, ``compute_metrics``, ``predict_step``):
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Optional
 
@@ -430,13 +431,13 @@ class AVDGPModel(tf_keras.Sequential):
             )
         super().save_weights(filepath, *args, **kwargs)
 
-    def _updated_config(self) -> dict:
-        """Keras' config for ``to_json``, naming the class as registered
+    def to_json(self, **kwargs) -> str:
+        """``tf_keras.Model.to_json``, naming the class as registered
         (``gpflux_avdgp>AVDGPModel``) so that ``model_from_json`` rebuilds an ``AVDGPModel``
         (by its bare name Keras finds nothing and returns the string ``'AVDGPModel'``)."""
-        config = super()._updated_config()
+        config = json.loads(super().to_json())
         config["class_name"] = tf_keras.saving.get_registered_name(type(self))
-        return config
+        return json.dumps(config, **kwargs)
 
     def save(self, filepath, *args, **kwargs) -> None:
         """``tf_keras.Model.save`` to ``.keras`` or a SavedModel folder.
