@@ -29,19 +29,18 @@ import os
 from typing import Optional
 
 import gpflow
-import gpflux
 import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from ..keras_metrics import MixtureMetric, check_standard_metric
 from ..layers import AmortizedGPLayer, InputGuard, MixtureLayer, TrainableLikelihood
 from ..layers.anchor_placement import place_anchors
 from ..layers.readers import mixture_reader_fix
 from ..objectives import AVDGPLoss
 from ..predictive import binary_labels, is_categorical, is_classifier, predictive_distribution
 from ..validation import check_feature_matrix, check_finite_data
-from .finite_steps import BatchPosition, checked_batch, gradients_check, non_finite_step
+from .compile_checks import check_metrics, checked_loss
+from .finite_steps import checked_batch, gradients_check, run_reporting_non_finite
 
 __all__ = ["AVDGPModel"]
 
@@ -222,10 +221,10 @@ class AVDGPModel(tf_keras.Sequential):
         if isinstance(loss, AVDGPLoss):
             loss.check_objective(self.layers[-1].objective)  # at compile, not the first step
         for group in (metrics, weighted_metrics):
-            self._check_metrics(group, likelihood)
+            check_metrics(group, likelihood)
         super().compile(
             optimizer=optimizer,
-            loss=self._checked_loss(loss, likelihood),
+            loss=checked_loss(loss, likelihood),
             metrics=metrics,
             weighted_metrics=weighted_metrics,
             **kw,
@@ -240,51 +239,6 @@ class AVDGPModel(tf_keras.Sequential):
         self.compile(**tf_keras.saving.deserialize_keras_object(config))
         if self.built:
             self.optimizer.build(self.trainable_variables)
-
-    @staticmethod
-    def _checked_loss(loss, likelihood: gpflow.likelihoods.Likelihood):
-        if loss is None:
-            return AVDGPLoss()
-        if isinstance(loss, gpflux.losses.LikelihoodLoss):
-            raise ValueError(
-                "loss: GPflux's LikelihoodLoss reads a Gaussian q(f), not the packed mixture; "
-                "leave the loss out or use gpflux_avdgp.AVDGPLoss(), the same ELBO term on the "
-                "mixture"
-            )
-        held = getattr(loss, "likelihood", None)
-        if isinstance(loss, tf_keras.losses.Loss) and held is not None and held is not likelihood:
-            raise ValueError(
-                f"loss: {type(loss).__name__} holds another likelihood than the model's "
-                "TrainableLikelihood, so the model's would not train; leave the likelihood out: "
-                "AVDGPLoss()"
-            )
-        module = getattr(loss, "__module__", None) or ""
-        if isinstance(loss, str) or callable(loss) and module.startswith(("tf_keras", "keras")):
-            shown = repr(loss) if isinstance(loss, str) else type(loss).__name__
-            raise ValueError(
-                f"loss: {shown} scores a point prediction, an AVDGP trains on its predictive "
-                "distribution; leave the loss out: AVDGPLoss() trains the model's objective (the "
-                "ELBO, or AR2PP's predictive one)"
-            )
-        return loss
-
-    @staticmethod
-    def _check_metrics(metrics, likelihood) -> None:
-        """Refuse metrics that cannot mean anything for ``likelihood`` (one line each)."""
-        if metrics is None:
-            return
-        if isinstance(metrics, dict) or not isinstance(metrics, (list, tuple)):
-            raise TypeError(f"metrics: expected a list, got {metrics!r}")
-        for metric in metrics:
-            if not isinstance(metric, MixtureMetric):
-                check_standard_metric(metric, likelihood)
-            elif metric.likelihood is not None and metric.likelihood is not likelihood:
-                raise ValueError(
-                    f"metrics: {type(metric).__name__} holds another likelihood than the "
-                    "model's; leave it out, the model's output carries its own"
-                )
-            else:
-                metric.check_likelihood(likelihood)
 
     # ------------------------------------------------------------------ steps
     def reset_metrics(self) -> None:
@@ -387,7 +341,7 @@ class AVDGPModel(tf_keras.Sequential):
         (:func:`~gpflux_avdgp.layers.anchor_placement.place_anchors`)."""
         check_finite_data(x=x, y=y, validation_data=kwargs.get("validation_data"))
         place_anchors(self, x)
-        return self._tracking("fit", 5, super().fit, x, y, *args, **kwargs)
+        return run_reporting_non_finite("fit", 5, super().fit, x, y, *args, **kwargs)
 
     def evaluate(self, x=None, y=None, *args, **kwargs):
         """``tf_keras.Model.evaluate``, with NumPy float inputs and targets in the model's
@@ -396,25 +350,7 @@ class AVDGPModel(tf_keras.Sequential):
         scores would be ``nan``)."""
         check_finite_data(x=x, y=y)
         x, y = self._in_model_float(x), self._in_model_float(y)
-        return self._tracking("evaluate", 6, super().evaluate, x, y, *args, **kwargs)
-
-    @staticmethod
-    def _tracking(command: str, callbacks_at: int, run, *args, **kwargs):
-        """``run(*args, **kwargs)`` with a :class:`BatchPosition` among the callbacks (unless
-        they are given by position, ``args[callbacks_at]``, or as the ``CallbackList`` that
-        ``fit`` passes to its validation ``evaluate``); a step stopped by NaN or inf
-        becomes one :class:`~gpflux_avdgp.models.finite_steps.NonFiniteStep` line."""
-        position = BatchPosition()
-        given = kwargs.get("callbacks")
-        if len(args) <= callbacks_at and (given is None or isinstance(given, (list, tuple))):
-            kwargs["callbacks"] = [*(given or []), position]  # not fit's own validation call
-        try:
-            return run(*args, **kwargs)
-        except tf.errors.InvalidArgumentError as error:
-            stopped = non_finite_step(command, error, position)
-            if stopped is None:
-                raise
-            raise stopped from None
+        return run_reporting_non_finite("evaluate", 6, super().evaluate, x, y, *args, **kwargs)
 
     def save_weights(self, filepath, *args, **kwargs) -> None:
         """``tf_keras.Model.save_weights`` to a TensorFlow checkpoint.

@@ -30,6 +30,7 @@ from gpflow.keras import tf_keras
 from ..validation import NON_FINITE, checked_finite
 
 __all__ = [
+    "run_reporting_non_finite",
     "BatchPosition",
     "NonFiniteStep",
     "checked_batch",
@@ -134,3 +135,21 @@ def non_finite_step(
     else:
         after = "no score means anything then; drop or fix those rows"
     return NonFiniteStep(f"{command}: {source} {verb} NaN or inf{where}; {after}", source)
+
+
+def run_reporting_non_finite(command: str, callbacks_at: int, run, *args, **kwargs):
+    """``run(*args, **kwargs)`` with a :class:`BatchPosition` among the callbacks (unless
+    they are given by position, ``args[callbacks_at]``, or as the ``CallbackList`` that
+    ``fit`` passes to its validation ``evaluate``); a step stopped by NaN or inf
+    becomes one :class:`~gpflux_avdgp.models.finite_steps.NonFiniteStep` line."""
+    position = BatchPosition()
+    given = kwargs.get("callbacks")
+    if len(args) <= callbacks_at and (given is None or isinstance(given, (list, tuple))):
+        kwargs["callbacks"] = [*(given or []), position]  # not fit's own validation call
+    try:
+        return run(*args, **kwargs)
+    except tf.errors.InvalidArgumentError as error:
+        stopped = non_finite_step(command, error, position)
+        if stopped is None:
+            raise
+        raise stopped from None
