@@ -44,7 +44,8 @@ from pathlib import Path
 DATA_ROOT = Path(os.environ.get("AVDGP_DATA_ROOT", Path(__file__).parents[2] / "shared/data/uci"))
 MODELS = (
     "avdgp", "avdgp-paper", "avdgp-anchor-posterior", "avdgp-anchor-posterior-last",
-    "avdgp-no-reach", "avdgp-guard", "avdgp-guard-64", "avdgp-guard-fixed-kernel", "mlp", "dsdgp",
+    "avdgp-no-reach", "avdgp-guard", "avdgp-guard-64", "avdgp-guard-fixed-kernel",
+    "avdgp-guard-mean-field", "mlp", "dsdgp",
     "svgp", "svgp-64", "svgp-128",
 )  # fmt: skip
 #: ``model:optimizer`` run by default: Keras' Adam, or the package's FlatAdam (what ``avdgp``
@@ -197,6 +198,7 @@ def build(name: str, x, num_data: int):
             "avdgp-guard": ("avdgp", "default", "guard"),
             "avdgp-guard-64": ("avdgp", "default", "guard-64"),
             "avdgp-guard-fixed-kernel": ("avdgp", "default", "guard-fixed-kernel"),
+            "avdgp-guard-mean-field": ("avdgp", "default", "guard-mean-field"),
             "dsdgp": ("dsdgp", "default", None),
             "svgp": ("svgp", "default", None),
         }["svgp" if inducing else name]

@@ -44,7 +44,12 @@ from ..gpflow_config import likelihood_from_config, likelihood_to_config
 from ..predictive import PredictiveDistribution
 from ..rules import Objective
 from ..validation import check_positive_int
-from .gpflux_config import gp_layer_from_config, gp_layer_modules, gp_layer_to_config
+from .gpflux_config import (
+    gp_layer_from_config,
+    gp_layer_modules,
+    gp_layer_to_config,
+    use_mean_field,
+)
 from .module_state import GPflowModuleState
 
 __all__ = ["InputGuard", "VARIANCE_GATE_LIMIT", "guard_gp_layer"]
@@ -57,7 +62,12 @@ VARIANCE_GATE_LIMIT = 0.5
 
 
 def guard_gp_layer(
-    input_dim: int, output_dim: int, num_inducing: int, num_data: int, train_kernel: bool = True
+    input_dim: int,
+    output_dim: int,
+    num_inducing: int,
+    num_data: int,
+    train_kernel: bool = True,
+    mean_field: bool = False,
 ) -> gpflux.layers.GPLayer:
     """The guard's SVGP: a GPflux ``GPLayer`` with a Matérn-5/2 kernel shared by the outputs
     and ``num_inducing`` shared inducing points (placed on training rows with the anchors,
@@ -70,6 +80,8 @@ def guard_gp_layer(
     :param train_kernel: train the kernel's lengthscale and variance; ``False`` keeps GPflow's
         defaults (1 and 1, on standardised inputs and targets) and spares the step their
         gradients through ``chol(K_uu)``.
+    :param mean_field: a mean-field ``q(u)`` (:func:`~.gpflux_config.use_mean_field`) instead of
+        GPflux's full Cholesky factor.
     """
     kernel = gpflux.helpers.construct_basic_kernel(
         gpflow.kernels.Matern52(), output_dim=output_dim, share_hyperparams=True
@@ -91,7 +103,7 @@ def guard_gp_layer(
         verbose=False,
     )
     gpflow.set_trainable(layer.kernel, train_kernel)
-    return layer
+    return use_mean_field(layer) if mean_field else layer
 
 
 @tf_keras.utils.register_keras_serializable(package="gpflux_avdgp")

@@ -66,8 +66,8 @@ def build_avdgp(
         anchors' reach, beyond the training rows' range along any input, or where the SVGP's
         variance is beyond its training rows' (gaps, holes and shifts the hidden layers fold
         back onto the data); a dict: ``InputGuard``'s options (``num_anchors``, ``keep``,
-        ``scale``, ``variance_gate``, ``range_gate``), ``num_inducing`` and ``train_kernel``
-        (:func:`~gpflux_avdgp.layers.input_guard.guard_gp_layer`).
+        ``scale``, ``variance_gate``, ``range_gate``), ``num_inducing``, ``train_kernel``
+        and ``mean_field`` (:func:`~gpflux_avdgp.layers.input_guard.guard_gp_layer`).
     :param name: the model's name.
     :param anchor_posterior: in ``layer_kwargs``, a flag for every layer or a sequence with
         one flag per layer (e.g. ``(True, False, False)``): anchors with a global posterior
@@ -160,6 +160,7 @@ def build_avdgp(
                 options.pop("num_inducing", GUARD_SIZE),
                 num_data,
                 train_kernel=options.pop("train_kernel", True),
+                mean_field=options.pop("mean_field", False),
             ),
             gpflow.utilities.deepcopy(likelihood),
             input_dim=input_dim,
