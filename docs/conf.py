@@ -119,5 +119,22 @@ def _init_signature(app, what, name, obj, options, signature, return_annotation)
     return stringify_signature(init, show_return_annotation=False), return_annotation
 
 
+def _source_module(app, modname: str, attribute: str) -> str:
+    """Where viewcode looks for a documented object's source: the module that defines it, or,
+    for a constant whose type is a builtin (a tuple of names), the module that documents it
+    (Sphinx would otherwise list a ``builtins`` source page it never writes)."""
+    import importlib
+
+    try:
+        value = importlib.import_module(modname)
+        for part in attribute.split("."):
+            value = getattr(value, part)
+    except (ImportError, AttributeError):
+        return modname
+    defined_in = getattr(value, "__module__", None)
+    return modname if defined_in in (None, "builtins") else defined_in
+
+
 def setup(app):
     app.connect("autodoc-process-signature", _init_signature)
+    app.connect("viewcode-follow-imported", _source_module)

@@ -1,7 +1,7 @@
 """Training objectives as one Keras loss: the ELBO and the predictive (AR2PP) objective.
 
 The loss returns, per datapoint, the negative data term; the layers add their KL terms with
-``add_loss`` (see :class:`~gpflux_avdgp.layers.amortized_gp_layer.KLConvention`), so ``model.fit``
+``add_loss`` (see :class:`~gpflux_avdgp.rules.KLConvention`), so ``model.fit``
 minimises ``-(ELBO / N)`` under the ``"paper"`` convention.
 
 * ``"elbo"``: ``-sum_s w_s E_{q(f_s)}[log p(y | f_s)]``; analytic for the Gaussian likelihood,

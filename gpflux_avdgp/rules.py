@@ -1,7 +1,8 @@
 """The paper's amortization rules, one enum: :class:`ModelRule` names the rule of a whole
 model (AR1, AR2, AR2P, AR2PP) and gives the rule its layers propagate with
 (:class:`~gpflux_avdgp.propagation.PropagationRule`; AR2PP's layers are AR2P's) and the data
-term it trains (:class:`Objective`; AR2PP's is the predictive one)."""
+term it trains (:class:`Objective`; AR2PP's is the predictive one); :class:`KLConvention`
+says how an amortized layer's KL term enters it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import enum
 
 from .propagation import PropagationRule
 
-__all__ = ["ModelRule", "Objective"]
+__all__ = ["KLConvention", "ModelRule", "Objective"]
 
 
 class Objective(str, enum.Enum):
@@ -36,3 +37,16 @@ class ModelRule(str, enum.Enum):
     def objective(self) -> Objective:
         """The data term the model trains."""
         return Objective.PREDICTIVE if self is ModelRule.AR2PP else Objective.ELBO
+
+
+class KLConvention(str, enum.Enum):
+    """How a layer's per-datapoint KL divergences enter the per-datapoint objective.
+
+    * ``"paper"``: ``mean_b KL_b / N``, the paper's minibatch bound (IDSGP and the reference
+      code do the same): the local KLs weigh like one global KL.
+    * ``"per_point"``: ``mean_b KL_b``, every datapoint pays its own full KL, the strict ELBO
+      for local inducing variables (``N`` times stronger regularisation).
+    """
+
+    PAPER = "paper"
+    PER_POINT = "per_point"

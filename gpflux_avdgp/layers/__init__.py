@@ -1,6 +1,7 @@
 """Keras layers of gpflux_avdgp."""
 
-from .amortized_gp_layer import AmortizedGPLayer, KLConvention
+from ..rules import KLConvention
+from .amortized_gp_layer import AmortizedGPLayer
 from .anchor_placement import place_anchors
 from .base import MixtureLayer
 from .gpflux_adapter import SigmaPointGPLayer

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 from typing import Optional
 
 import gpflow
@@ -25,6 +24,7 @@ from ..kernels import (
     make_mean_function,
 )
 from ..propagation import Propagated, PropagationRule, SharedPoints
+from ..rules import KLConvention
 from ..validation import (
     check_choice,
     check_nonnegative_int,
@@ -36,20 +36,7 @@ from .inference import AffineInference, InducingInit, InferenceKind, MLPInferenc
 from .module_state import claim_module
 from .prior_reversion import PriorReversion, reach_scale
 
-__all__ = ["AmortizedGPLayer", "KLConvention"]
-
-
-class KLConvention(str, enum.Enum):
-    """How a layer's per-datapoint KL divergences enter the per-datapoint objective.
-
-    * ``"paper"``: ``mean_b KL_b / N``, the paper's minibatch bound (IDSGP and the reference
-      code do the same): the local KLs weigh like one global KL.
-    * ``"per_point"``: ``mean_b KL_b``, every datapoint pays its own full KL, the strict ELBO
-      for local inducing variables (``N`` times stronger regularisation).
-    """
-
-    PAPER = "paper"
-    PER_POINT = "per_point"
+__all__ = ["AmortizedGPLayer"]
 
 
 @tf_keras.utils.register_keras_serializable(package="gpflux_avdgp")
