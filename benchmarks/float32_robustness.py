@@ -23,9 +23,9 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 
 from avdgp.data import Standardizer, load_dataset, split_dataset
-from avdgp.experiments.running.runner import standardise_split
-from avdgp.experiments.zoo import ModelSpec, build_model
 from avdgp.training import TrainConfig, float_type
+from avdgp.training.runner import standardise_split
+from avdgp.zoo import ModelSpec, build_model
 
 
 class BatchLosses(tf_keras.callbacks.Callback):

@@ -12,9 +12,9 @@ from gpflow.keras import tf_keras
 
 from avdgp import metrics
 from avdgp.experiments.uncertainty.problems import FUNCTIONS, GAP, function_split
-from avdgp.experiments.zoo import ModelSpec, build_model
 from avdgp.training import TrainConfig, fit_model, float_type
 from avdgp.training.fit import best_epoch_callbacks
+from avdgp.zoo import ModelSpec, build_model
 from gpflux_avdgp.prediction import predict_mixture
 
 problem, seed = sys.argv[1], int(sys.argv[2])

@@ -59,7 +59,7 @@ if which == "check":
 if which == "zoo":
     from test_saving_zoo import ZOO  # every family, every rule, both tasks
 
-    from avdgp.experiments.zoo import ModelSpec, build_model
+    from avdgp.zoo import ModelSpec, build_model
 
     for kind, rule, task in ZOO:
         deep = kind in ("avdgp", "dsdgp", "dspp")

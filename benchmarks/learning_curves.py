@@ -34,9 +34,9 @@ from gpflow.keras import tf_keras
 
 from avdgp.data import Standardizer, load_dataset, split_dataset
 from avdgp.experiments.demo.toy import toy_splits
-from avdgp.experiments.running.runner import score_prediction, standardise_split
-from avdgp.experiments.zoo import ModelSpec, Task, build_model
 from avdgp.training import TrainConfig, fit_model, float_type
+from avdgp.training.runner import score_prediction, standardise_split
+from avdgp.zoo import ModelSpec, Task, build_model
 from gpflux_avdgp.prediction import predict_mixture
 
 

@@ -26,7 +26,7 @@ DIM = 18
 
 
 def model_folder(folder: Path) -> Path:
-    from avdgp.experiments.zoo import ModelSpec, build_model
+    from avdgp.zoo import ModelSpec, build_model
 
     built = build_model(ModelSpec(model="avdgp", rule="ar2p", seed=0), DIM, 10_000)
     built.model.compile("adam")

@@ -93,7 +93,7 @@ def build(model_name: str, dtype: str, x_train, jit: bool):
     """Compiled model of the zoo (``avdgp`` AR2P or ``dsdgp``), 3 layers, paper settings."""
     from gpflow.keras import tf_keras
 
-    from avdgp.experiments.zoo import ModelSpec, build_model
+    from avdgp.zoo import ModelSpec, build_model
 
     rule = "ar2p" if model_name == "avdgp" else None
     spec = ModelSpec(model=model_name, rule=rule, num_layers=3, seed=0)

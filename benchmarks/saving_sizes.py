@@ -19,7 +19,7 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 
 import gpflux_avdgp
-from avdgp.experiments.zoo import ModelSpec, build_model
+from avdgp.zoo import ModelSpec, build_model
 
 ROWS, DIM = 1000, 18
 

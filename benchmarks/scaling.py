@@ -38,7 +38,7 @@ EPOCH_ROWS = 10000
 
 def spec_for(sweep: str, value: int):
     """The :class:`ModelSpec` of one point: the paper's model with one quantity changed."""
-    from avdgp.experiments.zoo import ModelSpec
+    from avdgp.zoo import ModelSpec
 
     settings = dict(DEFAULTS, **{sweep: value})
     layers = settings["layers"]
@@ -60,8 +60,8 @@ def time_point(sweep: str, value: int, x, y, steps: int, batch_size: int) -> dic
     from gpflow.keras import tf_keras
 
     from avdgp.data import epoch_shuffled_batches
-    from avdgp.experiments.zoo import build_model
     from avdgp.training import EpochProgress
+    from avdgp.zoo import build_model
 
     rows = value if sweep == "N" else steps * batch_size
     x, y = x[:rows], y[:rows]

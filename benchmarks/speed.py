@@ -80,8 +80,8 @@ def one_configuration(args) -> dict:
     from gpflow.keras import tf_keras
 
     from avdgp.data import epoch_shuffled_batches
-    from avdgp.experiments.zoo import ModelSpec, build_model
     from avdgp.training import EpochProgress, float_type
+    from avdgp.zoo import ModelSpec, build_model
     from gpflux_avdgp.prediction import predict_mixture
 
     x_train, y_train, x_test = load(args.dataset, args.synthetic_rows)

@@ -174,7 +174,7 @@ def build(name: str, x, num_data: int):
     import gpflow
     from gpflow.keras import tf_keras
 
-    from avdgp.experiments.zoo import ModelSpec, build_model
+    from avdgp.zoo import ModelSpec, build_model
 
     if name == "mlp":
         model = tf_keras.Sequential(

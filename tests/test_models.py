@@ -6,7 +6,7 @@ from __future__ import annotations
 import gpflow
 import pytest
 
-from avdgp.experiments.zoo import ModelSpec, build_model
+from avdgp.zoo import ModelSpec, build_model
 from gpflux_avdgp import build_avdgp
 
 

@@ -37,7 +37,7 @@ def checked_model_names(text: str) -> list[str]:
 
     :raises ValueError: naming an unknown model or design.
     """
-    from avdgp.experiments.zoo import parse_model_name
+    from avdgp.zoo import parse_model_name
 
     models = [name.strip() for name in text.split(",") if name.strip()]
     for name in models:

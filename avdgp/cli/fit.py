@@ -32,7 +32,7 @@ ENV_CPU_DEVICES = "AVDGP_CPU_DEVICES"
 def fit_command(args) -> int:
     if _streams(args):
         return _fit_streaming(args)
-    from avdgp.experiments.running.runner import run, standardise_split
+    from avdgp.training.runner import run, standardise_split
 
     from ..data import Standardizer, load_dataset, split_dataset
     from ..training.distribute import is_chief, worker_name
@@ -168,7 +168,7 @@ def _size(count: float) -> str:
 
 def check_step_memory(spec, input_dim: int, batch_size: int) -> None:
     """Refuse, before any graph is built, sizes whose training step cannot fit in memory."""
-    from avdgp.experiments.running.memory import available_bytes, step_bytes
+    from avdgp.training.memory import available_bytes, step_bytes
 
     needed, available = step_bytes(spec, input_dim, batch_size), available_bytes()
     if available is not None and needed > available:
@@ -181,9 +181,9 @@ def check_step_memory(spec, input_dim: int, batch_size: int) -> None:
 
 
 def model_spec(args, num_classes: int = 2):
-    """The :class:`~avdgp.experiments.zoo.ModelSpec` of ``avdgp fit`` (``num_classes``:
+    """The :class:`~avdgp.zoo.ModelSpec` of ``avdgp fit`` (``num_classes``:
     the classes found in the data, for classification)."""
-    from avdgp.experiments.zoo import ModelSpec
+    from avdgp.zoo import ModelSpec
 
     guard = getattr(args, "guard", False)
     if guard and args.model != "avdgp":
@@ -280,7 +280,7 @@ def _fit_streaming(args) -> int:
     """``fit`` on CSV shards streamed from disk: the training shards are scanned once (rows,
     standardiser) and streamed every epoch; the test shards (``--test-data``, else the last
     ``ceil(--test-fraction x shards)`` of DATA's) are streamed and scored chunk by chunk."""
-    from avdgp.experiments.running.streaming import run_streaming
+    from avdgp.training.streaming import run_streaming
 
     from ..data import DataError, scan_csv_shards
 

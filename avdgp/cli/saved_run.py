@@ -42,7 +42,7 @@ class SavedRun:
 
 def _load_keras_model(path: Path, command: str):
     """``path`` (a ``.keras`` file) as a model; a file that does not load is a CommandLineError."""
-    from avdgp.experiments.zoo.solve_gp import SAVED_OBJECTS
+    from avdgp.zoo.solve_gp import SAVED_OBJECTS
     from gpflux_avdgp.io.saving import ModelFileError, load_model
 
     try:

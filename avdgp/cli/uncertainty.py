@@ -13,7 +13,7 @@ __all__ = ["uncertainty_command"]
 def uncertainty_command(args) -> int:
     from avdgp.experiments.uncertainty.report import summarise_uncertainty
     from avdgp.experiments.uncertainty.run import UncertaintySettings, run_uncertainty
-    from avdgp.experiments.zoo import model_label
+    from avdgp.zoo import model_label
 
     models = checked_model_names(args.models)
     problems = [name.strip() for name in args.problems.split(",") if name.strip()]

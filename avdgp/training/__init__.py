@@ -1,4 +1,6 @@
-"""Training: settings and float type (:mod:`.config`), ``model.fit`` with selection, resume and
+"""Training: one model on one split, whatever the source of its data (:mod:`.skeleton`, with
+arrays :mod:`.runner`, with CSV shards :mod:`.streaming`, the memory a step needs
+:mod:`.memory`), settings and float type (:mod:`.config`), ``model.fit`` with selection, resume and
 divergence reports (:mod:`.fit`), progress (:mod:`.progress`), the validation-NLL callback
 (:mod:`.callbacks`), distribution strategies (:mod:`.distribute`), the typed result of a run
 (:mod:`.record`) and run folders (:mod:`.rundir`). Nothing here imports the experiments or

@@ -297,7 +297,7 @@ def test_main_maps_each_error_type_to_its_exit_status(monkeypatch, capsys, error
 def test_sizes_that_cannot_fit_in_memory_are_refused_before_training(
     capsys, tmp_path, rng, options, expected
 ):
-    """The step's memory is estimated from the sizes (``avdgp.experiments.running.memory``) and
+    """The step's memory is estimated from the sizes (``avdgp.training.memory``) and
     refused in one line naming the options, before TensorFlow allocates (or the kernel kills us)."""
     data = _write_csv(tmp_path / "d.csv", _table(rng))
     status, out, err = run_cli(capsys, ["fit", data, "--epochs", "1", "--quiet", *options])
@@ -308,8 +308,8 @@ def test_sizes_that_cannot_fit_in_memory_are_refused_before_training(
 def test_the_step_memory_estimate_passes_the_paper_models():
     """The estimate refuses absurd sizes only: the paper's models on D = 18 need well under a
     GiB; SVGP with 100,000 inducing points needs the 8 * M^2 * 4 bytes of its q_sqrt alone."""
-    from avdgp.experiments.running.memory import step_bytes
-    from avdgp.experiments.zoo import ModelSpec
+    from avdgp.training.memory import step_bytes
+    from avdgp.zoo import ModelSpec
 
     for model in ("avdgp", "sgp-avi", "svgp", "dsdgp", "dspp", "solve-gp"):
         assert (

@@ -228,7 +228,7 @@ def test_a_lost_worker_is_reported_in_one_line(capsys, monkeypatch, data):
     a worker killed after its first epoch): one line naming the lost task, exit status 1."""
     import tensorflow as tf
 
-    import avdgp.experiments.running.runner as runner
+    import avdgp.training.runner as runner
 
     def lost(*args, **kwargs):
         raise tf.errors.UnavailableError(
@@ -248,7 +248,8 @@ def test_a_lost_worker_is_reported_in_one_line(capsys, monkeypatch, data):
     lines = captured.err.splitlines()
     assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
     assert lines[0].startswith(
-        "avdgp fit: a worker of the cluster stopped or cannot be reached (Collective ops is aborted by"
+        "avdgp fit: a worker of the cluster stopped or cannot be reached "
+        "(Collective ops is aborted by"
     )
     assert "/job:worker/replica:0/task:1" in lines[0] and "File" not in lines[0]
     assert lines[0].endswith("start every worker again (a run with --save resumes from its last "

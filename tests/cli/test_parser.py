@@ -19,9 +19,9 @@ def _sub_parsers() -> dict[str, argparse.ArgumentParser]:
 
 
 def test_the_choices_kept_as_data_agree_with_their_sources():
-    from avdgp.experiments.zoo.spec import ModelKind
     from avdgp.training.config import MAX_LEARNING_RATE
     from avdgp.training.distribute import STRATEGY_NAMES
+    from avdgp.zoo.spec import ModelKind
     from gpflux_avdgp.rules import ModelRule
 
     assert cli_parser.RULE_CHOICES == tuple(rule.value for rule in ModelRule)

@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from avdgp.data import DataError, csv_shard_dataset, load_dataset, scan_csv_shards
-from avdgp.experiments.running.streaming import ShardWatch, _shard_failure
+from avdgp.training.streaming import ShardWatch, _shard_failure
 
 
 def _rows(rng: np.random.Generator, n: int = 12, columns: int = 3) -> list[str]:

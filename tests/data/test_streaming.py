@@ -37,8 +37,8 @@ from avdgp.data import (
     resolve_shards,
     scan_csv_shards,
 )
-from avdgp.experiments.zoo import ModelSpec, build_model
 from avdgp.training import TrainConfig, fit_model_on_dataset, float_type
+from avdgp.zoo import ModelSpec, build_model
 
 SCRIPT = SCRIPTS_DIR / "stream_memory.py"
 TINY = ["--epochs", "2", "--batch-size", "50", "--points", "4", "--quiet"]

@@ -13,16 +13,15 @@ import pytest
 import scipy.stats
 import tensorflow as tf
 
-from avdgp import training
+from avdgp import training, zoo
 from avdgp._quiet_tensorflow import _is_noise
 from avdgp.data import Split, Standardizer, epoch_shuffled_batches
-from avdgp.experiments import zoo
 from avdgp.experiments.bench import results as bench_results
 from avdgp.experiments.bench import run as bench
 from avdgp.experiments.bench import tables as bench_tables
 from avdgp.experiments.demo import run as demo
-from avdgp.experiments.running import runner
 from avdgp.metrics import multiclass_metrics
+from avdgp.training import runner
 from gpflux_avdgp import AmortizedGPLayer, PredictiveMixture, SigmaPointGPLayer, load_model
 from gpflux_avdgp.layers.inference import MLPInference
 from gpflux_avdgp.objectives import Objective

@@ -19,7 +19,7 @@ from avdgp.experiments.uncertainty.run import (
     read_rows,
     shift_split,
 )
-from avdgp.experiments.zoo import DESIGNS, ModelSpec, build_model, model_label, split_design
+from avdgp.zoo import DESIGNS, ModelSpec, build_model, model_label, split_design
 from gpflux_avdgp import SigmaPointGPLayer
 
 
@@ -116,6 +116,8 @@ def test_design_names():
         "identity-first",
         "guard",
         "guard-64",
+        "guard-fixed-kernel",
+        "guard-mean-field",
         "guard-no-range",
         "guard-reach",
     }

@@ -26,7 +26,7 @@ from test_saving import (
 
 import gpflux_avdgp
 from avdgp import training
-from avdgp.experiments.zoo import ModelSpec, build_model
+from avdgp.zoo import ModelSpec, build_model
 from gpflux_avdgp import AmortizedGPLayer
 
 #: (model, rule, task): every family, every AVDGP rule, both tasks.

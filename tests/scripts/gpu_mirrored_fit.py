@@ -18,13 +18,13 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from gpflow.keras import tf_keras  # noqa: E402
 
-from avdgp.experiments.zoo import ModelSpec, build_model  # noqa: E402
 from avdgp.training import (
     TrainConfig,
     fit_model,
     float_type,  # noqa: E402
 )
 from avdgp.training.distribute import strategy_from_name  # noqa: E402
+from avdgp.zoo import ModelSpec, build_model  # noqa: E402
 
 
 def train(strategy, rule: str, batch: int) -> dict:

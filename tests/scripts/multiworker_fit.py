@@ -36,13 +36,13 @@ import tensorflow as tf  # noqa: E402
 from gpflow.keras import tf_keras  # noqa: E402
 
 from avdgp.data import epoch_shuffled_batches  # noqa: E402
-from avdgp.experiments.zoo import ModelSpec, build_model  # noqa: E402
 from avdgp.training import (  # noqa: E402
     TrainConfig,
     fit_model,
     float_type,  # noqa: E402
 )
 from avdgp.training.distribute import shard_global_batches  # noqa: E402
+from avdgp.zoo import ModelSpec, build_model  # noqa: E402
 from gpflux_avdgp.layers.base import _replica_position  # noqa: E402
 
 ROWS, BATCH, EPOCHS = 200, 40, 3

@@ -221,8 +221,8 @@ def test_a_replica_without_rows_is_refused(rows, batch, replicas, smallest):
 
 
 def test_fit_model_refuses_a_model_built_outside_the_strategy(rng):
-    from avdgp.experiments.zoo import ModelSpec, build_model
     from avdgp.training import TrainConfig, fit_model
+    from avdgp.zoo import ModelSpec, build_model
 
     spec = ModelSpec(model="avdgp", rule="ar2p", num_layers=1, num_inducing=[3], num_points=2)
     x, y = rng.normal(size=(8, 2)), rng.normal(size=(8, 1))
@@ -238,8 +238,8 @@ def test_fit_model_refuses_a_model_built_outside_the_strategy(rng):
 def test_fit_model_in_a_strategy_scope_trains_like_no_strategy(rng):
     from gpflow.keras import tf_keras
 
-    from avdgp.experiments.zoo import ModelSpec, build_model
     from avdgp.training import TrainConfig, fit_model, float_type
+    from avdgp.zoo import ModelSpec, build_model
 
     spec = ModelSpec(
         model="avdgp", rule="ar2", num_layers=2, hidden_dims=[2], num_inducing=[3, 3], num_points=3

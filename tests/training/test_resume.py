@@ -27,8 +27,6 @@ from helpers import SCRIPTS_DIR, UCI_ROOT, prepare_split_run_dir, run_cli
 
 import gpflux_avdgp
 from avdgp.data import Split, epoch_shuffled_batches
-from avdgp.experiments.running.runner import run
-from avdgp.experiments.zoo import ModelSpec, build_model
 from avdgp.training import (
     EpochProgress,
     TrainConfig,
@@ -37,6 +35,8 @@ from avdgp.training import (
     float_type,
 )
 from avdgp.training.fit import _describe_non_finite_step, best_epoch_callbacks
+from avdgp.training.runner import run
+from avdgp.zoo import ModelSpec, build_model
 from gpflux_avdgp.layers.base import NON_FINITE_MESSAGE
 
 SCRIPT = SCRIPTS_DIR / "resumable_fit.py"
@@ -325,7 +325,7 @@ def test_float32_training_on_standardised_uci_data_stays_finite():
     """A short float32 run of the paper's 3-layer AVDGP on a UCI split (see the benchmark
     ``benchmarks/float32_robustness.py`` for the longer measurement)."""
     from avdgp.data import Standardizer, load_dataset, split_dataset
-    from avdgp.experiments.running.runner import standardise_split
+    from avdgp.training.runner import standardise_split
 
     root = UCI_ROOT / "concrete"
     dataset = load_dataset(root)
@@ -618,7 +618,7 @@ def test_a_run_stopped_while_saving_resumes_without_training(
     """Issue 47: training ended, then the final save failed (a kill, a full disk): the rerun
     resumes from the backup with no epoch left, trains none, and saves the uninterrupted
     run's result."""
-    from avdgp.experiments.running import skeleton
+    from avdgp.training import skeleton
 
     assert run_cli(capsys, _small_fit(small_csv, tmp_path / "full"))[0] == 0
     _kill_after_training(capsys, monkeypatch, small_csv, tmp_path / "run", skeleton, "save_run")

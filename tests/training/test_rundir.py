@@ -116,9 +116,9 @@ def test_a_rerun_without_a_finished_epoch_says_it_trains_from_epoch_0(tmp_path):
     it resumes."""
     import io
 
-    from avdgp.experiments.zoo import ModelSpec
     from avdgp.training import TrainConfig
     from avdgp.training.rundir import prepare_run_dir
+    from avdgp.zoo import ModelSpec
 
     def prepare() -> str:
         stream = io.StringIO()

@@ -17,9 +17,9 @@ from gpflow.keras import tf_keras
 from helpers import prepare_split_run_dir
 
 from avdgp.data import Split
-from avdgp.experiments.zoo import ModelSpec, build_model
 from avdgp.training import EpochProgress, TrainConfig, fit_model, fit_model_on_dataset
 from avdgp.training.fit import _describe_non_finite_step
+from avdgp.zoo import ModelSpec, build_model
 
 SPEC = ModelSpec(
     model="avdgp", rule="ar2", num_layers=2, hidden_dims=[2], num_inducing=[3, 3], num_points=4

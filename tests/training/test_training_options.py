@@ -11,10 +11,9 @@ import pytest
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from avdgp import training
+from avdgp import training, zoo
 from avdgp.data import Split
-from avdgp.experiments import zoo
-from avdgp.experiments.running import runner
+from avdgp.training import runner
 from gpflux_avdgp import (
     AmortizedGPLayer,
     AVDGPLoss,

@@ -23,7 +23,7 @@ from cluster import base_environment
 from gpflow.keras import tf_keras
 from helpers import SCRIPTS_DIR
 
-from avdgp.experiments.zoo import ModelSpec, build_model
+from avdgp.zoo import ModelSpec, build_model
 from gpflux_avdgp.prediction import mixture_function, pad_rows, padded_size, predict_mixture
 
 NUM_DATA, DIM, BATCH = 120, 3, 40

@@ -31,9 +31,9 @@ from avdgp.experiments.bench.results import (
     read_results,
 )
 from avdgp.experiments.bench.tables import plot_time_curves, summarise
-from avdgp.experiments.running.runner import run, standardise_split
-from avdgp.experiments.zoo import ModelSpec, model_label, parse_model_name, split_design
 from avdgp.training import RunRecord, TrainConfig, TrainingDiverged
+from avdgp.training.runner import run, standardise_split
+from avdgp.zoo import ModelSpec, model_label, parse_model_name, split_design
 
 __all__ = [
     "BenchSettings",

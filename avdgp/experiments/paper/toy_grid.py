@@ -22,9 +22,9 @@ import tensorflow as tf
 from avdgp.data import Standardizer
 from avdgp.experiments.demo.run import DemoSettings
 from avdgp.experiments.demo.toy import toy_splits
-from avdgp.experiments.running.runner import score_prediction
-from avdgp.experiments.zoo import ModelSpec, Task, build_model
 from avdgp.training import EpochProgress, TrainConfig, fit_model, float_type
+from avdgp.training.runner import score_prediction
+from avdgp.zoo import ModelSpec, Task, build_model
 from gpflux_avdgp.prediction import predict_mixture
 
 __all__ = [

@@ -1,7 +1,7 @@
 """``avdgp uncertainty``: how far each model's predictive uncertainty can be trusted.
 
 Three kinds of problem, each trained and scored by the same harness as ``avdgp bench``
-(:func:`~avdgp.experiments.running.skeleton.run_on`: Adam, the preset's schedule and best-epoch
+(:func:`~avdgp.training.skeleton.run_on`: Adam, the preset's schedule and best-epoch
 selection on a validation split; on the 1-D problems Adam starts at 0.01):
 
 * ``far``: 1000 points of ``sin(3 x) + 0.1 noise`` with ``x`` uniform in ``[-2, 2]``; the
@@ -34,8 +34,6 @@ import numpy as np
 from avdgp import metrics
 from avdgp.data import Split, Standardizer
 from avdgp.experiments.bench.run import _load
-from avdgp.experiments.running.runner import SplitData, standardise_split
-from avdgp.experiments.running.skeleton import Scored, run_on
 from avdgp.experiments.uncertainty.problems import (
     FUNCTIONS,
     SHIFT_MARK,
@@ -46,8 +44,10 @@ from avdgp.experiments.uncertainty.problems import (
     principal_component,
     spread_columns,
 )
-from avdgp.experiments.zoo import ModelSpec, model_label, parse_model_name, split_design
 from avdgp.training import TrainConfig, TrainingDiverged
+from avdgp.training.runner import SplitData, standardise_split
+from avdgp.training.skeleton import Scored, run_on
+from avdgp.zoo import ModelSpec, model_label, parse_model_name, split_design
 from gpflux_avdgp.prediction import PredictiveMixture, predict_mixture
 
 __all__ = [

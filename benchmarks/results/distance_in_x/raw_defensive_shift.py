@@ -12,9 +12,9 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 
 from avdgp.experiments.uncertainty.run import UncertaintySettings, _problem_data, interval_scores
-from avdgp.experiments.zoo import ModelSpec, build_model
 from avdgp.training import TrainConfig, fit_model, float_type
 from avdgp.training.fit import best_epoch_callbacks
+from avdgp.zoo import ModelSpec, build_model
 from gpflux_avdgp.core.anchors import nearest_anchor_distance, reach_of, reach_weight, spread_rows
 from gpflux_avdgp.prediction import padded_size, predict_mixture
 

@@ -7,9 +7,9 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 
 from avdgp.experiments.uncertainty.run import UncertaintySettings, _problem_data
-from avdgp.experiments.zoo import ModelSpec, build_model
 from avdgp.training import TrainConfig, fit_model, float_type
 from avdgp.training.fit import best_epoch_callbacks
+from avdgp.zoo import ModelSpec, build_model
 from gpflux_avdgp.core.anchors import nearest_anchor_distance, reach_weight
 from gpflux_avdgp.prediction import predict_mixture
 

@@ -9,9 +9,9 @@ from avdgp.experiments.uncertainty.run import (
     UncertaintySettings,
     _problem_data,
 )
-from avdgp.experiments.zoo import ModelSpec, build_model
 from avdgp.training import TrainConfig, fit_model, float_type
 from avdgp.training.fit import best_epoch_callbacks
+from avdgp.zoo import ModelSpec, build_model
 
 problem, seed = sys.argv[1], int(sys.argv[2])
 settings = UncertaintySettings(

@@ -1,9 +1,9 @@
-"""The models of the paper's experiments: what a model is (:mod:`avdgp.experiments.zoo.spec`), how
-it is built (:mod:`avdgp.experiments.zoo.build`), and the SOLVE-GP baseline layer
-(:mod:`avdgp.experiments.zoo.solve_gp`)."""
+"""The models ``avdgp fit`` and the paper's experiments build: what a model is
+(:mod:`avdgp.zoo.spec`), how it is built (:mod:`avdgp.zoo.build`), and the SOLVE-GP baseline
+layer (:mod:`avdgp.zoo.solve_gp`)."""
 
-from avdgp.experiments.zoo.build import BuiltModel, build_model
-from avdgp.experiments.zoo.spec import (
+from avdgp.zoo.build import BuiltModel, build_model
+from avdgp.zoo.spec import (
     DEFAULT_HIDDEN_DIMS,
     DEFAULT_INDUCING,
     DESIGNS,

@@ -1,8 +1,8 @@
 """One run, whatever the source of its data: :func:`run_on` prepares (or resumes) the save
 folder, builds the model, trains it, scores it, records and saves the run. A :class:`RunData`
 says how to train and score on its data: arrays in memory
-(:class:`~avdgp.experiments.running.runner.SplitData`) or CSV shards streamed from disk
-(:class:`~avdgp.experiments.running.streaming.ShardData`)."""
+(:class:`~avdgp.training.runner.SplitData`) or CSV shards streamed from disk
+(:class:`~avdgp.training.streaming.ShardData`)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from gpflow.keras import tf_keras
 
 from avdgp.data import Standardizer
 from avdgp.errors import UsageError
-from avdgp.experiments.zoo import BuiltModel, ModelSpec, Task, build_model
 from avdgp.training.config import TrainConfig, float_type
 from avdgp.training.distribute import barrier, is_chief, worker_save_dir
 from avdgp.training.progress import EpochProgress
@@ -30,6 +29,7 @@ from avdgp.training.rundir import (
     remove_training_state,
     save_run,
 )
+from avdgp.zoo import BuiltModel, ModelSpec, Task, build_model
 from gpflux_avdgp.validation import check_choice
 
 __all__ = ["RunData", "Scored", "Trained", "run_on", "run_record"]
@@ -55,7 +55,7 @@ class Scored(NamedTuple):
 
 class RunData(Protocol):
     """Where a run's data come from: arrays in memory (:class:`SplitData`) or CSV shards
-    streamed from disk (:class:`~avdgp.experiments.running.streaming.ShardData`). The rest of a
+    streamed from disk (:class:`~avdgp.training.streaming.ShardData`). The rest of a
     run is one skeleton, :func:`run_on`."""
 
     #: ``(n_train, n_val, n_test, input width D)``.

@@ -23,7 +23,7 @@ import resource
 from typing import Optional
 
 from avdgp._startup import TENSORFLOW_BYTES
-from avdgp.experiments.zoo import SHALLOW, ModelKind, ModelSpec
+from avdgp.zoo import SHALLOW, ModelKind, ModelSpec
 
 __all__ = ["available_bytes", "step_bytes"]
 

@@ -10,8 +10,8 @@ import reference
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from avdgp.experiments import zoo
-from avdgp.experiments.zoo.solve_gp import SAVED_OBJECTS, SolveGPLayer
+from avdgp import zoo
+from avdgp.zoo.solve_gp import SAVED_OBJECTS, SolveGPLayer
 from gpflux_avdgp import load_model, predict_mixture
 
 NO_JITTER = gpflow.config.Config(jitter=0.0)
@@ -165,7 +165,7 @@ def test_solve_gp_beats_svgp_with_the_same_first_set_on_elevators():
     same 64 first inducing points (both started at the same training inputs), same split,
     epochs and optimiser."""
     from avdgp.data import Standardizer, load_dataset, split_dataset, uci_dataset_path
-    from avdgp.experiments.running.runner import standardise_split
+    from avdgp.training.runner import standardise_split
 
     dataset = load_dataset(uci_dataset_path("elevators", None))
     split = split_dataset(dataset, seed=0)

@@ -1,12 +1,12 @@
 """Train one model on CSV shards streamed from disk and score it on streamed test shards.
 
-The counterpart of :func:`~avdgp.experiments.runner.run` for data larger than memory
+The counterpart of :func:`~avdgp.training.runner.run` for data larger than memory
 (``avdgp fit 'shards/*.csv.gz'``): the training shards are scanned once for their row count and
 standardiser (:func:`~avdgp.data.scan_csv_shards`), then streamed every epoch
 (:func:`~avdgp.data.csv_shard_dataset`); the test shards are streamed in chunks,
 each chunk predicted and scored, and the chunk scores merged. :class:`ShardData` is that data
 source; the run itself is the one skeleton
-:func:`~avdgp.experiments.running.skeleton.run_on`, so the result is the same
+:func:`~avdgp.training.skeleton.run_on`, so the result is the same
 :class:`~avdgp.training.record.RunRecord` as ``run``'s (no validation set: ``n_val`` 0, ``val``
 ``None``; ``streamed_shards`` set).
 """
@@ -23,17 +23,17 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 
 from avdgp.data import DataError, ShardStatistics, Standardizer, csv_shard_dataset, scan_csv_shards
-from avdgp.experiments.running.runner import (
-    class_probabilities,
-    classification_scores,
-    score_prediction,
-)
-from avdgp.experiments.running.skeleton import Scored, Trained, run_on
-from avdgp.experiments.zoo import BuiltModel, ModelSpec, Task
 from avdgp.training.config import TrainConfig
 from avdgp.training.fit import fit_model_on_dataset
 from avdgp.training.record import DataColumns, RunRecord
 from avdgp.training.rundir import shard_data
+from avdgp.training.runner import (
+    class_probabilities,
+    classification_scores,
+    score_prediction,
+)
+from avdgp.training.skeleton import Scored, Trained, run_on
+from avdgp.zoo import BuiltModel, ModelSpec, Task
 from gpflux_avdgp.prediction import predict_mixture
 from gpflux_avdgp.validation import check_choice, check_positive_int
 
@@ -129,7 +129,7 @@ def score_streamed(
     """Predict the test shards chunk by chunk and score them.
 
     Regression: every chunk of ``chunk_rows`` rows is scored with
-    :func:`~avdgp.experiments.running.runner.score_prediction` and the chunk scores are merged
+    :func:`~avdgp.training.runner.score_prediction` and the chunk scores are merged
     (means weighted by rows; RMSE as the root of the merged mean square): equal, up to
     round-off, to scoring all rows at once, with memory for one chunk. Classification keeps the
     probabilities and the label of every test row (``8 (K + 1)`` bytes a row; ``K = 1`` for
@@ -301,14 +301,14 @@ def run_streaming(
     (standardised by ``standardizer``, shard order and a ``shuffle_buffer``-line buffer
     shuffled by ``config.seed`` and the epoch read from the optimizer's step counter, so a run
     interrupted under ``save_dir`` resumes exactly). The model's ``num_data`` is
-    ``train.num_rows``. The rest is :func:`~avdgp.experiments.running.runner.run_on`'s skeleton.
+    ``train.num_rows``. The rest is :func:`~avdgp.training.runner.run_on`'s skeleton.
 
     :param train: the scan of the training shards.
     :param test: the scan of the test shards (same columns).
     :param standardizer: e.g. ``train.standardizer()``; classification: inputs only.
     :param classes: the two labels of a classification target (``train.target_classes()``).
     :param data_columns: the CSV layout written to ``run.json`` with ``save_dir``.
-    :returns: the record of :func:`~avdgp.experiments.runner.run` (``n_val`` 0).
+    :returns: the record of :func:`~avdgp.training.runner.run` (``n_val`` 0).
     """
     task = check_choice("task", spec.task, Task)
     if (task is Task.CLASSIFICATION) != (classes is not None):

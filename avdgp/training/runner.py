@@ -18,8 +18,6 @@ import tensorflow as tf
 
 from avdgp import metrics
 from avdgp.data import Split, Standardizer
-from avdgp.experiments.running.skeleton import Scored, Trained, run_on
-from avdgp.experiments.zoo import BuiltModel, ModelSpec, Task
 from avdgp.training.config import TrainConfig
 from avdgp.training.fit import best_epoch_callbacks, fit_model
 from avdgp.training.record import DataColumns, RunRecord
@@ -27,6 +25,8 @@ from avdgp.training.rundir import (
     BEST_EPOCH_DIR,
     array_data,
 )
+from avdgp.training.skeleton import Scored, Trained, run_on
+from avdgp.zoo import BuiltModel, ModelSpec, Task
 from gpflux_avdgp.callbacks import ValidationNLL
 from gpflux_avdgp.objectives import is_categorical
 from gpflux_avdgp.prediction import PredictiveMixture, predict_mixture

@@ -32,7 +32,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
-from avdgp.experiments.zoo.solve_gp import PAPER_INDUCING
+from avdgp.zoo.solve_gp import PAPER_INDUCING
 from gpflux_avdgp.rules import ModelRule
 from gpflux_avdgp.validation import check_choice, check_nonnegative_int, check_positive_int
 

@@ -1,4 +1,4 @@
-"""Build the zoo's models from a :class:`~avdgp.experiments.zoo.spec.ModelSpec`: ours through
+"""Build the zoo's models from a :class:`~avdgp.zoo.spec.ModelSpec`: ours through
 :func:`gpflux_avdgp.build_avdgp`, the baselines from GPflux layers and SOLVE-GP."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import gpflux
 import numpy as np
 from gpflow.keras import tf_keras
 
-from avdgp.experiments.zoo.solve_gp import SolveGPLayer
-from avdgp.experiments.zoo.spec import (
+from avdgp.zoo.solve_gp import SolveGPLayer
+from avdgp.zoo.spec import (
     DESIGNS,
     GLOBAL_INDUCING,
     RULES,
