@@ -297,6 +297,7 @@ class MixtureLayer(GPflowModuleState, tf_keras.layers.Layer, metaclass=abc.ABCMe
     ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """Return ``(means [B, S, Q], variances [B, S, Q], loss_term [])``."""
 
+    @tf.autograph.experimental.do_not_convert  # no control flow on tensors: traced as written
     def call(
         self, inputs: tf.Tensor, training: Optional[bool] = None, gate: Optional[tf.Tensor] = None
     ) -> tf.Tensor:

@@ -215,6 +215,7 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
         inducing = self.svgp.inducing_variable.inducing_variable
         inducing.Z.assign(spread_rows(inputs, int(inducing.Z.shape[0])))
 
+    @tf.autograph.experimental.do_not_convert  # no control flow on tensors: traced as written
     def call(self, inputs: tf.Tensor, training=None) -> tuple[tf.Tensor, tf.Tensor]:
         """The guard at ``x`` ``[B, D]``: its component, a packed mixture ``[B, 1, 2 Q + 1]``,
         and its gate ``a_x`` ``[B]`` (:meth:`gate`)."""

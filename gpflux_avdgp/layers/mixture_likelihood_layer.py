@@ -83,6 +83,7 @@ class MixtureLikelihoodLayer(GPflowModuleState, gpflux.layers.LikelihoodLayer):
         config["likelihood"] = likelihood_from_config(config["likelihood"])
         return cls(**config)
 
+    @tf.autograph.experimental.do_not_convert  # no control flow on tensors: traced as written
     def call(
         self, inputs: tf.Tensor, targets: Optional[tf.Tensor] = None, training: bool = None
     ) -> LikelihoodOutputs:

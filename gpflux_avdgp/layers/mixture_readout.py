@@ -121,6 +121,7 @@ class MixtureSample(tf_keras.layers.Layer):
         self.draw_counter = add_draw_counter(self)
         super().build(input_shape)
 
+    @tf.autograph.experimental.do_not_convert  # no control flow on tensors: traced as written
     def call(self, inputs: tf.Tensor, training: Optional[bool] = None) -> tf.Tensor:
         """:returns: one draw ``[B, D]`` per row of ``inputs``."""
         mixture = GaussianMixture.unpack(inputs)

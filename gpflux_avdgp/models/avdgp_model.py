@@ -148,6 +148,7 @@ class AVDGPModel(tf_keras.Sequential):
         self.train_function = self.test_function = self.predict_function = None
         self.__dict__.pop("_avdgp_mixture_function", None)  # predict_mixture's (prediction.py)
 
+    @tf.autograph.experimental.do_not_convert  # no control flow on tensors: traced as written
     def call(self, inputs, training=None, mask=None):
         """The layers in order. With a guard, in prediction: the last GP layer's reversion
         weight is capped by the guard's gate on ``x`` (if it is an ``AmortizedGPLayer`` with
