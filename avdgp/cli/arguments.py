@@ -20,6 +20,13 @@ __all__ = [
     "add_preset_arguments",
     "add_steps_per_execution",
     "checked",
+    "fraction",
+    "int_list",
+    "learning_rate",
+    "non_negative_int",
+    "positive_float",
+    "positive_int",
+    "target_column",
 ]
 
 #: :class:`gpflux_avdgp.rules.ModelRule`'s values.

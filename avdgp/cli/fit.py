@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import CommandLineError
+from .arguments import checked
 from .common import (
     check_output_paths,
     one_line,
@@ -22,7 +23,6 @@ from .common import (
     progress_stream,
     writing_atomically,
 )
-from .parser import checked
 
 __all__ = ["fit_command"]
 

@@ -1,8 +1,8 @@
 """The ``avdgp`` argument parser: every option, its type check, its default and its help text.
 
 Parsing imports neither TensorFlow nor the library (``avdgp --help`` answers at once): the
-choices it needs from them are plain data here, checked against their sources by
-``tests/cli/test_parser.py``.
+choices it needs from them are plain data in :mod:`.arguments`, checked against their sources
+by ``tests/cli/test_parser.py``.
 """
 
 from __future__ import annotations
@@ -10,16 +10,13 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 
-from ..errors import CommandLineError
 from .arguments import (
-    MAX_LEARNING_RATE,
     MODEL_CHOICES,
     RULE_CHOICES,
     STRATEGY_NAMES,
     Parser,
     add_preset_arguments,
     add_steps_per_execution,
-    checked,
     fraction,
     int_list,
     positive_int,
@@ -27,15 +24,7 @@ from .arguments import (
 )
 from .experiment_parsers import add_bench, add_paper, add_uncertainty
 
-__all__ = [
-    "MAX_LEARNING_RATE",
-    "MODEL_CHOICES",
-    "RULE_CHOICES",
-    "STRATEGY_NAMES",
-    "CommandLineError",
-    "build_parser",
-    "checked",
-]
+__all__ = ["build_parser"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -8,7 +8,7 @@ from typing import Optional, Union
 
 import numpy as np
 
-__all__ = ["Scaling", "scaling_of"]
+__all__ = ["ArrayLike", "Scaling", "scaling_of"]
 
 ArrayLike = Union[np.ndarray, float, list]
 

@@ -2,7 +2,7 @@
 
 A GP layer of ours outputs a packed Gaussian mixture ``[B, S, 2 D + 1]``; the model's last
 layer, :class:`~gpflux_avdgp.TrainableLikelihood`, outputs the mean of ``y`` carrying the
-predictive distribution. Three kinds of reader would read them wrong:
+predictive distribution. Two kinds of reader would read them wrong:
 
 - a Keras layer of the model after a GP layer that reads the mixture as features, or any layer
   after the likelihood layer (found in Keras' record of the model's graph at the first call:
@@ -10,7 +10,8 @@ predictive distribution. Three kinds of reader would read them wrong:
 - GPflux's ``LikelihoodLayer`` and ``LikelihoodLoss``, which read one Gaussian ``q(f)`` per row
   through ``gpflux.types.unwrap_dist`` (its ``tensor_distribution`` protocol, from tfp's
   layers): our outputs carry a ``tensor_distribution`` that raises a ``ValueError`` naming the
-  fix when GPflux reads it (:func:`refuse_gpflux_reader`);
+  fix when GPflux reads it (:func:`refuse_gpflux_reader`).
+
 GPflux's ``DeepGP`` with its own likelihood layer builds its Keras graph on placeholders,
 where neither guard sees it: GPflux then fails on its own ``AssertionError`` or a shape error.
 The supported route is :func:`~gpflux_avdgp.as_deep_gp` (finding the calling ``DeepGP`` on

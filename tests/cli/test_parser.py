@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from avdgp.cli import arguments
 from avdgp.cli import parser as cli_parser
 
 
@@ -24,10 +25,10 @@ def test_the_choices_kept_as_data_agree_with_their_sources():
     from avdgp.zoo.spec import ModelKind
     from gpflux_avdgp.rules import ModelRule
 
-    assert cli_parser.RULE_CHOICES == tuple(rule.value for rule in ModelRule)
-    assert cli_parser.STRATEGY_NAMES == STRATEGY_NAMES
-    assert cli_parser.MAX_LEARNING_RATE == MAX_LEARNING_RATE
-    assert set(cli_parser.MODEL_CHOICES) == {kind.value for kind in ModelKind}
+    assert arguments.RULE_CHOICES == tuple(rule.value for rule in ModelRule)
+    assert arguments.STRATEGY_NAMES == STRATEGY_NAMES
+    assert arguments.MAX_LEARNING_RATE == MAX_LEARNING_RATE
+    assert set(arguments.MODEL_CHOICES) == {kind.value for kind in ModelKind}
 
 
 @pytest.mark.parametrize("command", sorted(_sub_parsers()))

@@ -310,6 +310,23 @@ def test_a_guard_with_its_kernel_fixed_trains_the_rest_and_saves_the_kernel_fixe
     assert len(trained.guard.svgp.kernel.kernel.trainable_parameters) == 2
 
 
+def test_a_mean_field_guard_trains_its_standard_deviations_and_saves_them(rng, tmp_path):
+    x, y = _gap_data(rng)
+    model = gpflux_avdgp.build_avdgp(
+        1, [2, 1], 4, len(x), gpflow.likelihoods.Gaussian(), seed=0,
+        guard={"num_anchors": 8, "num_inducing": 6, "mean_field": True},
+    )  # fmt: skip
+    q_sqrt = model.guard.svgp.q_sqrt
+    assert q_sqrt.shape == (6, 1)  # [M, L] standard deviations, not GPflux's [L, M, M]
+    assert any(v is q_sqrt.unconstrained_variable for v in model.trainable_variables)
+    model.compile(tf_keras.optimizers.Adam(0.05))
+    model.fit(x, y, epochs=2, batch_size=30, verbose=0)
+    assert not np.allclose(q_sqrt.numpy(), 1.0)
+    model.save(tmp_path / "model.keras")
+    loaded = gpflux_avdgp.load_model(tmp_path / "model.keras")
+    np.testing.assert_array_equal(loaded.guard.svgp.q_sqrt.numpy(), q_sqrt.numpy())
+
+
 def test_a_frozen_guarded_model_keeps_the_guard_s_weights_among_its_non_trainable_ones():
     model = _guarded(40)
     count = len(model.weights)
