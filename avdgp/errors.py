@@ -1,5 +1,5 @@
-"""The application's errors about the user's input: each ends an ``avdgp`` command with one line
-and exit status 2 (``avdgp.cli.main``).
+"""The application's errors: those about the user's input each end an ``avdgp`` command with one
+line and exit status 2 (``avdgp.cli.main``), a diverged training with status 3.
 
 The library raises ``TypeError`` for an argument of the wrong type and ``ValueError`` for a
 wrong value. The command line gives the library values argparse has already typed, so a
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["CommandLineError", "UsageError", "write_failure_reason"]
+__all__ = ["CommandLineError", "TrainingDiverged", "UsageError", "write_failure_reason"]
 
 
 class UsageError(Exception):
@@ -20,6 +20,10 @@ class UsageError(Exception):
 
 class CommandLineError(UsageError):
     """Bad command-line input; the message already names the command and is printed as is."""
+
+
+class TrainingDiverged(RuntimeError):
+    """The training loss, a layer's output or a gradient became NaN or infinite."""
 
 
 def write_failure_reason(error: BaseException) -> str:

@@ -24,7 +24,6 @@ from gpflow.keras import tf_keras
 
 from avdgp.data import Standardizer, load_dataset, split_dataset
 from avdgp.training import TrainConfig, float_type
-from avdgp.training.runner import standardise_split
 from avdgp.zoo import ModelSpec, build_model
 
 
@@ -47,7 +46,7 @@ class BatchLosses(tf_keras.callbacks.Callback):
 def one_run(data_root: Path, name: str, seed: int, epochs: int, rule: str) -> dict:
     dataset = load_dataset(data_root / name)
     split = split_dataset(dataset, seed=seed, split=0)
-    split = standardise_split(split, Standardizer.fit(split.x_train, split.y_train))
+    split = Standardizer.fit(split.x_train, split.y_train).transform_split(split)
     config = TrainConfig.from_preset("paper", epochs=epochs, seed=seed, dtype="float32")
     tf_keras.backend.clear_session()
     tf_keras.utils.set_random_seed(seed)

@@ -35,7 +35,7 @@ from gpflow.keras import tf_keras
 from avdgp.data import Standardizer, load_dataset, split_dataset
 from avdgp.experiments.demo.toy import toy_splits
 from avdgp.training import TrainConfig, fit_model, float_type
-from avdgp.training.runner import score_prediction, standardise_split
+from avdgp.training.runner import score_prediction
 from avdgp.zoo import ModelSpec, Task, build_model
 from gpflux_avdgp.prediction import predict_mixture
 
@@ -220,7 +220,7 @@ def run_one(args, seed: int, variant: str, sink) -> None:
             extra=_layer_options(overrides),
         )
         lr = float(overrides.get("lr", args.lr or 0.005))
-    split = standardise_split(split, scaler)
+    split = scaler.transform_split(split)
     if args.dump_split:
         np.savez(
             f"{args.dump_split}{seed}.npz",

@@ -141,7 +141,8 @@ def profile(args) -> dict:
     import numpy as np
     import tensorflow as tf
 
-    from avdgp.data import Standardizer, epoch_shuffled_batches, load_dataset, split_dataset
+    from avdgp.data import Standardizer, load_dataset, split_dataset
+    from avdgp.data.batching import epoch_shuffled_batches
     from avdgp.training import float_type
 
     split = split_dataset(load_dataset(DATA_ROOT / args.dataset), seed=0, split=0)

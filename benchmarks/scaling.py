@@ -59,7 +59,7 @@ def time_point(sweep: str, value: int, x, y, steps: int, batch_size: int) -> dic
     """Train one point twice over its minibatches; time the second pass."""
     from gpflow.keras import tf_keras
 
-    from avdgp.data import epoch_shuffled_batches
+    from avdgp.data.batching import epoch_shuffled_batches
     from avdgp.training import EpochProgress
     from avdgp.zoo import build_model
 

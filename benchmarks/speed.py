@@ -79,7 +79,7 @@ def one_configuration(args) -> dict:
     import tensorflow as tf
     from gpflow.keras import tf_keras
 
-    from avdgp.data import epoch_shuffled_batches
+    from avdgp.data.batching import epoch_shuffled_batches
     from avdgp.training import EpochProgress, float_type
     from avdgp.zoo import ModelSpec, build_model
     from gpflux_avdgp.prediction import predict_mixture

@@ -52,15 +52,19 @@ def run_cli(capsys, args: Sequence[object]) -> tuple[int, str, str]:
 
 
 def assert_one_line_cli_error(
-    status: int, out: str, err: str, expected: str, code: int = 2
+    status: int, out: str, err: str, expected: str, code: int = 2, *, stages: int = 0
 ) -> None:
     """Exit status ``code``, nothing on stdout, no traceback, and exactly one stderr line that
-    starts with ``avdgp`` and holds ``expected``."""
+    starts with ``avdgp`` and holds ``expected``, after ``stages`` progress lines of the command
+    (``avdgp predict: loading ...``: what it was doing when it failed)."""
     assert status == code, (status, out, err)
     assert "Traceback" not in err and "Traceback" not in out
     assert out == "", out
     lines = err.splitlines()
-    assert len(lines) == 1, err
+    assert len(lines) == stages + 1, err
+    command = lines[-1].split(":")[0]
+    assert all(line.startswith(f"{command}: ") for line in lines[:-1]), err
+    lines = lines[-1:]
     assert lines[0].startswith("avdgp"), lines[0]
     assert expected in lines[0], lines[0]
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import CommandLineError
-from .common import checked_model_names, progress_stream
+from .common import checked_model_names, load_tensorflow, progress_stream
 
 __all__ = ["bench_command"]
 
 
 def bench_command(args) -> int:
+    load_tensorflow()
     from avdgp.experiments.bench.run import BenchSettings, run_bench
 
     models = checked_model_names(args.models)

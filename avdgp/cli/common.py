@@ -18,14 +18,39 @@ __all__ = [
     "check_output_paths",
     "checked_model_names",
     "kept_epoch_line",
+    "load_tensorflow",
     "one_line",
     "print_next_commands",
     "print_record",
+    "print_stage",
     "progress_stream",
     "write_failure",
     "writes_through",
     "writing_atomically",
 ]
+
+
+def load_tensorflow() -> None:
+    """Load TensorFlow, once a command has checked what it can check without it: refuse an
+    address-space limit it cannot start under, hide its start-up notices
+    (:mod:`avdgp._quiet_tensorflow`) and its retracing warnings, which are not the user's
+    concern. Every command calls it before its first import of TensorFlow, the library or the
+    training code."""
+    from .._quiet_tensorflow import import_tensorflow_quietly
+    from .._startup import check_address_space
+
+    check_address_space()
+    import_tensorflow_quietly()
+    import tensorflow as tf
+
+    tf.get_logger().setLevel("ERROR")
+
+
+def print_stage(args, line: str) -> None:
+    """``avdgp <command>: <line>`` on stderr, unless ``--quiet``: what a command is doing
+    before a silence of more than a second or two (loading, tracing)."""
+    if not args.quiet:
+        print(f"avdgp {args.command}: {line}", file=sys.stderr, flush=True)
 
 
 def progress_stream(args) -> Optional[object]:

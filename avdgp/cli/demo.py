@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import sys
 
-from .common import progress_stream
+from .common import load_tensorflow, progress_stream
 
 __all__ = ["demo_command"]
 
 
 def demo_command(args) -> int:
+    load_tensorflow()
     from avdgp.experiments.demo.run import demo_settings, run_demo
 
     settings = demo_settings(

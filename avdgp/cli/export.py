@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 
 from ..errors import CommandLineError
-from .common import one_line, write_failure
-from .saved_run import load_saved_run
+from .common import one_line, print_stage, write_failure
+from .saved_run import read_saved_run
 
 __all__ = ["export_command"]
 
@@ -32,6 +32,10 @@ def _check_export_dir(value: str) -> None:
 
 
 def export_command(args) -> int:
+    _check_export_dir(args.export_dir)
+    saved = read_saved_run(args.model_dir, "export")
+    print_stage(args, f"loading the {saved.label} model of {args.model_dir}")
+    model = saved.load_model()
     import tensorflow as tf
 
     from gpflux_avdgp.io.named_inputs import check_feature_names
@@ -39,8 +43,6 @@ def export_command(args) -> int:
 
     from ..training import float_type
 
-    _check_export_dir(args.export_dir)
-    saved = load_saved_run(args.model_dir, "export")
     extra = {
         "task": saved.task,
         "label": saved.label,
@@ -54,10 +56,11 @@ def export_command(args) -> int:
         extra["feature_names_not_served"] = list(names)
         names, by_name = None, f"; not served by name: {one_line(error)}"
     signatures = signature_names(by_name=bool(names))
+    print_stage(args, f"tracing its {len(signatures)} signatures into {args.export_dir}")
     try:
         with float_type(saved.dtype):
             path = export(
-                saved.model,
+                model,
                 args.export_dir,
                 standardizer=saved.standardizer,
                 metadata=extra,

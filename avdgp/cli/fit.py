@@ -17,6 +17,7 @@ from ..errors import CommandLineError
 from .arguments import checked
 from .common import (
     check_output_paths,
+    load_tensorflow,
     one_line,
     print_next_commands,
     print_record,
@@ -31,18 +32,14 @@ ENV_CPU_DEVICES = "AVDGP_CPU_DEVICES"
 
 def fit_command(args) -> int:
     if _streams(args):
+        load_tensorflow()
         return _fit_streaming(args)
-    from avdgp.training.runner import run, standardise_split
-
     from ..data import Standardizer, load_dataset, split_dataset
-    from ..training.distribute import is_chief, worker_name
 
     check_output_paths(args.json, args.save)
-    strategy = _fit_strategy(args.strategy)  # before TensorFlow runs any operation
-    chief = strategy is None or is_chief(strategy)
     classification = args.task == "classification"
     # classification: targets are class indices, ``classes`` the labels (numbers or text)
-    dataset = _hinting_task(args, load_dataset, args.data)
+    dataset = _hinting_task(args, load_dataset, args.data)  # read with NumPy, before TensorFlow
     _check_target_choice(args, dataset)
     classes = list(dataset.classes) if classification else None
     split = split_dataset(
@@ -53,7 +50,14 @@ def fit_command(args) -> int:
         val_fraction=args.val_fraction,
     )
     scaler = Standardizer.fit(split.x_train, split.y_train, standardize_targets=not classification)
-    split = standardise_split(split, scaler)
+    load_tensorflow()
+    from avdgp.training.runner import run
+
+    from ..training.distribute import is_chief, worker_name
+
+    strategy = _fit_strategy(args.strategy)  # before TensorFlow runs any operation
+    chief = strategy is None or is_chief(strategy)
+    split = scaler.transform_split(split)
     spec = model_spec(args, num_classes=len(classes) if classes else 2)
     spec.resolved_dims(), spec.resolved_inducing()  # validate before loading TF graphs
     config = train_config(args)
@@ -282,7 +286,8 @@ def _fit_streaming(args) -> int:
     ``ceil(--test-fraction x shards)`` of DATA's) are streamed and scored chunk by chunk."""
     from avdgp.training.streaming import run_streaming
 
-    from ..data import DataError, scan_csv_shards
+    from ..data import DataError
+    from ..data.shards import scan_csv_shards
 
     check_output_paths(args.json, args.save)
     if args.split is not None:

@@ -15,7 +15,7 @@ import os
 import sys
 from typing import Callable, Optional, Sequence
 
-from ..errors import CommandLineError, UsageError
+from ..errors import CommandLineError, TrainingDiverged, UsageError
 from .parser import build_parser
 
 __all__ = ["main"]
@@ -43,8 +43,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = None
     try:
         args = build_parser().parse_args(argv)  # no TensorFlow: --help answers at once
-        _load_tensorflow()
-        return _command(args.command)(args)
+        return _command(args.command)(args)  # each loads TensorFlow after its own checks
     except CommandLineError as error:
         print(str(error), file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -67,32 +66,21 @@ def _prefix(args) -> str:
     return f"avdgp {command}" if command else "avdgp"
 
 
-def _load_tensorflow() -> None:
-    """Load TensorFlow once the command line is parsed: refuse an address-space limit it cannot
-    start under, hide its start-up notices (:mod:`avdgp._quiet_tensorflow`) and its retracing
-    warnings, which are not the user's concern."""
-    from .._quiet_tensorflow import import_tensorflow_quietly
-    from .._startup import check_address_space
-
-    check_address_space()
-    import_tensorflow_quietly()
-    import tensorflow as tf
-
-    tf.get_logger().setLevel("ERROR")
+def _is_tensorflow_error(error: Exception, name: str) -> bool:
+    """Whether ``error`` is ``tf.errors.<name>`` (never, before TensorFlow is loaded: an error
+    raised before it loads does not load it)."""
+    tf = sys.modules.get("tensorflow")
+    return tf is not None and isinstance(error, getattr(tf.errors, name))
 
 
 def _is_lost_worker(error: Exception) -> bool:
     """Whether ``error`` is TensorFlow's report that another worker of a multi-worker run
     stopped (its heartbeats ended) or cannot be reached."""
-    import tensorflow as tf
-
-    return isinstance(error, tf.errors.UnavailableError)
+    return _is_tensorflow_error(error, "UnavailableError")
 
 
 def _is_out_of_memory(error: Exception) -> bool:
-    import tensorflow as tf
-
-    return isinstance(error, (MemoryError, tf.errors.ResourceExhaustedError))
+    return isinstance(error, MemoryError) or _is_tensorflow_error(error, "ResourceExhaustedError")
 
 
 #: What the system says of a full disk or quota (TensorFlow's file errors carry the text).
@@ -108,8 +96,6 @@ def _is_full_disk(error: Exception) -> bool:
 
 
 def _report(error: Exception, prefix: str = "avdgp") -> int:
-    from ..training import TrainingDiverged
-
     message = " ".join(str(error).split()) or type(error).__name__
     if isinstance(error, TrainingDiverged):
         print(f"{prefix}: training diverged: {message}", file=sys.stderr)

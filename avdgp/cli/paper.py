@@ -6,12 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import CommandLineError
-from .common import progress_stream
+from .common import load_tensorflow, progress_stream
 
 __all__ = ["paper_command"]
 
 
 def paper_command(args) -> int:
+    load_tensorflow()
     from avdgp.experiments.paper.request import PaperRequest
     from avdgp.experiments.paper.run import run_paper
 

@@ -232,6 +232,9 @@ def _add_predict(commands) -> None:
     predict.add_argument(
         "--batch-size", type=positive_int, default=1000, help="rows predicted at once"
     )
+    predict.add_argument(
+        "--quiet", action="store_true", help="no progress lines on stderr (results only)"
+    )
 
 
 def _add_export(commands) -> None:
@@ -245,4 +248,7 @@ def _add_export(commands) -> None:
     export.add_argument("model_dir", metavar="MODEL_DIR", help="folder of 'avdgp fit --save'")
     export.add_argument(
         "export_dir", metavar="EXPORT_DIR", help="folder to write the SavedModel to (new)"
+    )
+    export.add_argument(
+        "--quiet", action="store_true", help="no progress lines on stderr (results only)"
     )

@@ -16,8 +16,8 @@ from typing import Iterator, Optional
 import numpy as np
 
 from ..errors import CommandLineError
-from .common import check_output_file, writing_atomically
-from .saved_run import SavedRun, load_saved_run
+from .common import check_output_file, print_stage, writing_atomically
+from .saved_run import SavedRun, read_saved_run
 
 __all__ = ["predict_command"]
 
@@ -227,7 +227,7 @@ def _streamed_features(data: str, num_features: int, target) -> Optional[Iterato
 
 
 def _prediction_chunks(
-    saved: SavedRun, inputs: Iterator[np.ndarray], batch_size: int
+    saved: SavedRun, model, inputs: Iterator[np.ndarray], batch_size: int
 ) -> Iterator[list[list[str]]]:
     """The CSV rows of ``predict`` for blocks of raw features ``[n, D]``: the header, then the
     rows of each :data:`CHUNK_ROWS` inputs as soon as they are predicted."""
@@ -235,12 +235,14 @@ def _prediction_chunks(
     for block in inputs:
         step = max(CHUNK_ROWS, batch_size)
         for start in range(0, len(block), step):
-            rows = _prediction_rows(saved, block[start : start + step], batch_size)
+            rows = _prediction_rows(saved, model, block[start : start + step], batch_size)
             yield rows if first else rows[1:]
             first = False
 
 
-def _prediction_rows(saved: SavedRun, inputs: np.ndarray, batch_size: int) -> list[list[str]]:
+def _prediction_rows(
+    saved: SavedRun, model, inputs: np.ndarray, batch_size: int
+) -> list[list[str]]:
     """The CSV rows (header first) of ``predict`` for raw features ``inputs`` ``[N, D]``."""
     from gpflux_avdgp.prediction import predict_mixture
 
@@ -249,7 +251,7 @@ def _prediction_rows(saved: SavedRun, inputs: np.ndarray, batch_size: int) -> li
 
     scaler = saved.standardizer
     with float_type(saved.dtype):
-        prediction = predict_mixture(saved.model, scaler.transform_x(inputs), batch_size=batch_size)
+        prediction = predict_mixture(model, scaler.transform_x(inputs), batch_size=batch_size)
     if saved.task == "classification":
         return _class_rows(prediction.class_probabilities(), saved.data.get("classes"))
     if prediction.y_means.shape[-1] != 1:
@@ -304,16 +306,19 @@ def predict_command(args) -> int:
     import csv
 
     check_output_file("predict", "--out", args.out)
-    saved = load_saved_run(args.model_dir, "predict")
+    saved = read_saved_run(args.model_dir, "predict")
     target = args.target if args.target is not None else saved.data.get("target")
     target_name = target if isinstance(target, str) else saved.data.get("target_name")
-    columns = _named_columns(args.data, saved, target_name)
+    columns = _named_columns(args.data, saved, target_name)  # refused before TensorFlow loads
+    read = "by the header's names" if columns is not None else "by position"
+    print_stage(args, f"loading the {saved.label} model of {args.model_dir} ({args.data}: {read})")
+    model = saved.load_model()
     inputs = (
         _input_chunks(args.data, saved, target)
         if columns is None
         else _named_chunks(args.data, saved, columns, target_name)
     )
-    chunks = _prediction_chunks(saved, inputs, args.batch_size)
+    chunks = _prediction_chunks(saved, model, inputs, args.batch_size)
     if args.out is None:
         try:
             for rows in chunks:
@@ -330,5 +335,7 @@ def predict_command(args) -> int:
             count += len(rows) - (header is None)
             header = header or rows[0]
             writer.writerows(rows)
+            if count >= CHUNK_ROWS:  # more than one chunk: how far it is
+                print_stage(args, f"{count} rows predicted")
     print(f"{saved.label}: {count} predictions ({', '.join(header)}) in {out}")
     return 0

@@ -1,4 +1,6 @@
-"""A model folder written by ``avdgp fit --save``, read back for ``predict`` and ``export``."""
+"""A model folder written by ``avdgp fit --save``, read back for ``predict`` and ``export``:
+first what ``run.json`` says, with NumPy alone (:func:`read_saved_run`, every check that needs no
+TensorFlow), then the model (:meth:`SavedRun.load_model`)."""
 
 from __future__ import annotations
 
@@ -10,34 +12,56 @@ from typing import Any
 import numpy as np
 
 from ..errors import CommandLineError
-from .common import one_line
+from .common import load_tensorflow, one_line
 
-__all__ = ["SavedRun", "load_saved_run"]
+__all__ = ["SavedRun", "read_saved_run"]
+
+#: The float types ``fit`` trains in (``avdgp.training.FLOAT_TYPES``, which loads TensorFlow).
+SAVED_DTYPES = ("float32", "float64")
 
 
-@dataclass
+@dataclass(frozen=True)
 class SavedRun:
-    """A model saved by ``avdgp fit --save`` with what ``run.json`` says about it.
+    """What ``run.json`` of a folder saved by ``avdgp fit --save`` says, checked.
 
-    :param model: the Keras model, loaded from ``model.keras``.
+    :param model_file: the Keras file inside the folder.
     :param standardizer: the inputs' (and regression targets') standardiser.
     :param task: ``"regression"`` or ``"classification"``.
     :param dtype: ``"float64"`` or ``"float32"``.
     :param label: the model's label, e.g. ``"avdgp-ar2p"``.
     :param data: the data layout recorded by ``fit`` (``target``, ``feature_names``,
         ``target_name``, ``classes``); empty for runs saved before it was recorded.
+    :param command: the command reading it, for its messages (``"predict"``).
     """
 
-    model: Any
+    model_file: Path
     standardizer: Any
     task: str
     dtype: str
     label: str
     data: dict
+    command: str
 
     @property
     def num_features(self) -> int:
-        return int(self.model.inputs[0].shape[-1])
+        """``D``, the model's inputs (checked against the model when it loads)."""
+        return int(self.standardizer.x_mean.size)
+
+    def load_model(self):
+        """Load TensorFlow and the Keras model; a file that does not load, or a model whose
+        input width is not the standardiser's, is a one-line CommandLineError."""
+        load_tensorflow()
+        from ..training import float_type
+
+        with float_type(self.dtype):
+            model = _load_keras_model(self.model_file, self.command)
+        width = int(model.inputs[0].shape[-1])
+        if width != self.num_features:
+            raise CommandLineError(
+                f"avdgp {self.command}: {self.model_file.parent / 'run.json'}: the standardizer "
+                f"has {self.num_features} input means, the model takes {width} features"
+            )
+        return model
 
 
 def _load_keras_model(path: Path, command: str):
@@ -74,13 +98,13 @@ def _model_file(directory: Path, keras_file: Any, run_file: Path, command: str) 
     return directory / name
 
 
-def load_saved_run(model_dir: str, command: str) -> SavedRun:
-    """Read ``MODEL_DIR`` (``run.json`` and ``model.keras``) or raise a one-line CommandLineError.
+def read_saved_run(model_dir: str, command: str) -> SavedRun:
+    """Read ``MODEL_DIR/run.json`` and check that its model file exists, without TensorFlow, or
+    raise a one-line CommandLineError.
 
     A little over 60 lines: one check per way a folder can be wrong, each with its own message,
     in the order a user would fix them."""
     from ..data import Standardizer
-    from ..training import FLOAT_TYPES, float_type
 
     where = f"avdgp {command}: MODEL_DIR {model_dir}"
     directory = Path(model_dir)
@@ -108,7 +132,7 @@ def load_saved_run(model_dir: str, command: str) -> SavedRun:
             f"avdgp {command}: {run_file}: not a run description written by 'avdgp fit "
             f"--save' ({type(e).__name__}: {one_line(e)[:200]})"
         ) from None
-    if task not in ("regression", "classification") or dtype not in FLOAT_TYPES:
+    if task not in ("regression", "classification") or dtype not in SAVED_DTYPES:
         raise CommandLineError(
             f"avdgp {command}: {run_file}: unknown task {task!r} or dtype {dtype!r}"
         )
@@ -140,17 +164,18 @@ def load_saved_run(model_dir: str, command: str) -> SavedRun:
         ) from None
     spreads = np.append(standardizer.x_std, standardizer.y_std)
     centres = np.append(standardizer.x_mean, standardizer.y_mean)
-    if not (np.all(np.isfinite(spreads)) and np.all(spreads > 0) and np.all(np.isfinite(centres))):
+    shapes_agree = (
+        standardizer.x_mean.ndim == 1 and standardizer.x_std.shape == standardizer.x_mean.shape
+    )
+    if not (
+        shapes_agree
+        and np.all(np.isfinite(spreads))
+        and np.all(spreads > 0)
+        and np.all(np.isfinite(centres))
+    ):
         raise CommandLineError(
-            f"avdgp {command}: {run_file}: bad standardizer (x_std and y_std must be positive "
-            "and finite, x_mean and y_mean finite); the file was edited: fit the model again"
+            f"avdgp {command}: {run_file}: bad standardizer (x_mean and x_std must be lists of "
+            "one number per input, x_std and y_std positive and finite, x_mean and y_mean "
+            "finite); the file was edited: fit the model again"
         )
-    with float_type(dtype):
-        model = _load_keras_model(model_file, command)
-    saved = SavedRun(model, standardizer, task, dtype, label, data)
-    if standardizer.x_mean.shape != (saved.num_features,):
-        raise CommandLineError(
-            f"avdgp {command}: {run_file}: the standardizer has {standardizer.x_mean.size} "
-            f"input means, the model takes {saved.num_features} features"
-        )
-    return saved
+    return SavedRun(model_file, standardizer, task, dtype, label, data, command)

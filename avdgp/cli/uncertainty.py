@@ -5,12 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import CommandLineError
-from .common import checked_model_names, progress_stream
+from .common import checked_model_names, load_tensorflow, progress_stream
 
 __all__ = ["uncertainty_command"]
 
 
 def uncertainty_command(args) -> int:
+    load_tensorflow()
     from avdgp.experiments.uncertainty.report import summarise_uncertainty
     from avdgp.experiments.uncertainty.run import UncertaintySettings, run_uncertainty
     from avdgp.zoo import model_label

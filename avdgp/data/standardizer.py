@@ -8,6 +8,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from .csv_format import MAX_LISTED, DataError, readonly
+from .dataset import Split
 
 __all__ = [
     "Standardizer",
@@ -113,6 +114,18 @@ class Standardizer:
     def transform_y(self, y: np.ndarray) -> np.ndarray:
         """Standardize targets ``y`` (any shape, e.g. [N] or [N, 1])."""
         return (np.asarray(y, dtype=np.float64) - self.y_mean) / self.y_std
+
+    def transform_split(self, split: Split) -> Split:
+        """``split`` with every part's inputs and targets standardised (the standardiser is
+        fitted on its train part)."""
+        return Split(
+            x_train=self.transform_x(split.x_train),
+            y_train=self.transform_y(split.y_train),
+            x_val=self.transform_x(split.x_val),
+            y_val=self.transform_y(split.y_val),
+            x_test=self.transform_x(split.x_test),
+            y_test=self.transform_y(split.y_test),
+        )
 
     def inverse_transform_y(self, y: np.ndarray) -> np.ndarray:
         """Map standardized targets (or predictive means) back to the original scale.

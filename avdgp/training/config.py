@@ -14,6 +14,8 @@ from gpflow.keras import tf_keras
 from gpflux_avdgp.presets import Preset
 from gpflux_avdgp.validation import check_choice, check_positive_int
 
+from ..errors import TrainingDiverged
+
 __all__ = [
     "DEFAULT_PATIENCE",
     "FLOAT_TYPES",
@@ -39,10 +41,6 @@ SCHEDULES = ("constant", "cosine")
 
 #: Largest learning rate: Adam keeps it in a float32 variable (a larger one is ``inf`` there).
 MAX_LEARNING_RATE = float(np.finfo(np.float32).max)
-
-
-class TrainingDiverged(RuntimeError):
-    """The training loss became NaN or infinite."""
 
 
 #: Epochs without a better validation NLL after which the default preset stops training.

@@ -21,7 +21,8 @@ from gpflux_avdgp.layers.base import NON_FINITE_MESSAGE
 from gpflux_avdgp.models.finite_steps import NonFiniteStep
 from gpflux_avdgp.optimizers import FlatAdam
 
-from ..data import Split, epoch_shuffled_batches
+from ..data import Split
+from ..data.batching import epoch_shuffled_batches
 from .best_epoch import ResumableEarlyStopping
 from .config import TrainConfig, TrainingDiverged
 from .distribute import UnevenBatchesWarning, shard_global_batches, uneven_batches_message
@@ -62,7 +63,7 @@ def fit_model(
 ) -> EpochProgress:
     """Compile ``built.model`` with Adam and its loss and fit ``(inputs [N, D], targets [N, 1])``.
 
-    Batches come from :func:`~avdgp.data.epoch_shuffled_batches` (the order of
+    Batches come from :func:`~avdgp.data.batching.epoch_shuffled_batches` (the order of
     epoch ``e`` depends only on the seed and ``e``). With ``backup_dir``, a
     :class:`KeptBackup` there saves the model, optimizer and draw counters after every epoch,
     and a run that was interrupted resumes from its last finished epoch with the same batches
@@ -116,7 +117,7 @@ def fit_model_on_dataset(
     backup_dir: Optional[Path] = None,
 ) -> EpochProgress:
     """:func:`fit_model` on a ``tf.data`` pipeline instead of arrays, e.g. CSV shards streamed
-    by :func:`avdgp.data.csv_shard_dataset`.
+    by :func:`avdgp.data.pipeline.csv_shard_dataset`.
 
     ``config.batch_size`` and ``config.seed`` are the pipeline's business; ``config.epochs``
     and ``config.learning_rate`` are used. The model's ``num_data`` must be the number of

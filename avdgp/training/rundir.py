@@ -22,7 +22,8 @@ from typing import Any, Callable, Iterator, Optional, TextIO
 
 import numpy as np
 
-from ..data import ShardStatistics, Standardizer
+from ..data import Standardizer
+from ..data.shards import ShardStatistics
 from ..errors import UsageError, write_failure_reason
 from .config import TrainConfig
 from .distribute import is_chief

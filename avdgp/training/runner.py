@@ -37,7 +37,6 @@ __all__ = [
     "classification_scores",
     "run",
     "score_prediction",
-    "standardise_split",
 ]
 
 
@@ -84,18 +83,6 @@ def score_prediction(
         y * scale + shift, weights, original_means, original_variances
     )
     return scored, original
-
-
-def standardise_split(split: Split, scaler: Standardizer) -> Split:
-    """``split`` with inputs and targets transformed by ``scaler`` (fitted on its train part)."""
-    return Split(
-        x_train=scaler.transform_x(split.x_train),
-        y_train=scaler.transform_y(split.y_train),
-        x_val=scaler.transform_x(split.x_val),
-        y_val=scaler.transform_y(split.y_val),
-        x_test=scaler.transform_x(split.x_test),
-        y_test=scaler.transform_y(split.y_test),
-    )
 
 
 def _timed_prediction(built: BuiltModel, inputs: np.ndarray, batch_size: int):

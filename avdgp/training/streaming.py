@@ -2,8 +2,8 @@
 
 The counterpart of :func:`~avdgp.training.runner.run` for data larger than memory
 (``avdgp fit 'shards/*.csv.gz'``): the training shards are scanned once for their row count and
-standardiser (:func:`~avdgp.data.scan_csv_shards`), then streamed every epoch
-(:func:`~avdgp.data.csv_shard_dataset`); the test shards are streamed in chunks,
+standardiser (:func:`~avdgp.data.shards.scan_csv_shards`), then streamed every epoch
+(:func:`~avdgp.data.pipeline.csv_shard_dataset`); the test shards are streamed in chunks,
 each chunk predicted and scored, and the chunk scores merged. :class:`ShardData` is that data
 source; the run itself is the one skeleton
 :func:`~avdgp.training.skeleton.run_on`, so the result is the same
@@ -22,7 +22,9 @@ import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from avdgp.data import DataError, ShardStatistics, Standardizer, csv_shard_dataset, scan_csv_shards
+from avdgp.data import DataError, Standardizer
+from avdgp.data.pipeline import csv_shard_dataset
+from avdgp.data.shards import ShardStatistics, scan_csv_shards
 from avdgp.training.config import TrainConfig
 from avdgp.training.fit import fit_model_on_dataset
 from avdgp.training.record import DataColumns, RunRecord
@@ -297,7 +299,7 @@ def run_streaming(
 ) -> RunRecord:
     """Train ``spec`` on the streamed training shards and score it on the test shards.
 
-    Every epoch streams ``train`` through :func:`~avdgp.data.csv_shard_dataset`
+    Every epoch streams ``train`` through :func:`~avdgp.data.pipeline.csv_shard_dataset`
     (standardised by ``standardizer``, shard order and a ``shuffle_buffer``-line buffer
     shuffled by ``config.seed`` and the epoch read from the optimizer's step counter, so a run
     interrupted under ``save_dir`` resumes exactly). The model's ``num_data`` is

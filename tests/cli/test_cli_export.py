@@ -15,6 +15,8 @@ import io
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -304,7 +306,7 @@ BROKEN_MODEL_DIRS = [
     pytest.param(_set_keras_file_null, "holds no model.keras", id="not-serialised"),
     pytest.param(
         lambda f: _edit_run_json(f, lambda info: info["standardizer"].update(x_std=[0.0, 1.0])),
-        "bad standardizer (x_std and y_std must be positive",
+        "bad standardizer (x_mean and x_std must be lists of one number per input",
         id="zero-x-std",
     ),
     pytest.param(
@@ -312,7 +314,17 @@ BROKEN_MODEL_DIRS = [
         "is not a file name inside MODEL_DIR",
         id="nul-in-keras-file",
     ),
+    pytest.param(
+        lambda f: _edit_run_json(
+            f, lambda info: info["standardizer"].update(x_mean=[0.0] * 4, x_std=[1.0] * 4)
+        ),
+        "the standardizer has 4 input means, the model takes 3 features",
+        id="width-mismatch",
+    ),
 ]
+
+#: Folders whose run.json reads well: they fail as the model loads, after the "loading" line.
+FAILING_AS_THE_MODEL_LOADS = ("corrupt-keras", "width-mismatch")
 
 
 def _edit_run_json(folder: Path, edit) -> None:
@@ -327,7 +339,8 @@ def test_broken_model_dir(capsys, request, regression, command, edit, expected):
     broken = _broken_copy(regression, f"broken-{request.node.callspec.id.split('-', 1)[1]}", edit)
     second = regression["data"] if command == "predict" else regression["folder"] / "never"
     status, out, err = cli(capsys, command, broken, second)
-    assert_one_line_cli_error(status, out, err, f"avdgp {command}: ")
+    stages = int(request.node.callspec.id.split("-", 1)[1] in FAILING_AS_THE_MODEL_LOADS)
+    assert_one_line_cli_error(status, out, err, f"avdgp {command}: ", stages=stages)
     assert expected in err
     assert not (regression["folder"] / "never").exists()
 
@@ -425,7 +438,9 @@ def test_predict_by_name_names_a_bad_cell_after_the_first_chunk(
     rows[4][1] = "nan"
     data = write_csv(tmp_path / "late_nan.csv", rows, header=["a", "b", "c"])
     status, out, err = cli(capsys, "predict", regression["dir"], data, "--out", tmp_path / "p.csv")
-    assert_one_line_cli_error(status, out, err, "NaN or infinite (first at row 6, column 2")
+    assert_one_line_cli_error(
+        status, out, err, "NaN or infinite (first at row 6, column 2", stages=3
+    )
 
 
 def test_output_paths_are_checked_before_loading(capsys, regression, tmp_path):
@@ -481,3 +496,65 @@ def test_outputs_never_replace_a_link_a_device_or_a_fifo(capsys, regression, tmp
     status, out, err = cli(capsys, "fit", regression["data"], "--json", link)
     assert_one_line_cli_error(status, out, err, "is a symbolic link")
     assert os.path.islink(folder_link) and victim.read_text() == "keep me"
+
+
+def test_predict_and_export_say_what_they_load_and_write(capsys, regression, tmp_path):
+    """Issue 50, row 4: a line per stage on stderr before each silence (loading TensorFlow and
+    the model, tracing the export), none with --quiet; the result line stays on stdout."""
+    out = tmp_path / "p.csv"
+    status, stdout, err = cli(
+        capsys, "predict", regression["dir"], regression["data"], "--out", out
+    )
+    assert status == 0, err
+    assert err.splitlines() == [
+        f"avdgp predict: loading the avdgp-ar2p model of {regression['dir']} "
+        f"({regression['data']}: by the header's names)"
+    ]
+    assert stdout.startswith("avdgp-ar2p: 120 predictions")
+    target = tmp_path / "served"
+    status, stdout, err = cli(capsys, "export", regression["dir"], target)
+    assert status == 0, err
+    assert err.splitlines() == [
+        f"avdgp export: loading the avdgp-ar2p model of {regression['dir']}",
+        f"avdgp export: tracing its 5 signatures into {target}",
+    ]
+    assert stdout.startswith(f"avdgp-ar2p: exported to {target}")
+    quiet = {"predict": (regression["data"], "mean,std"), "export": (tmp_path / "q", "avdgp-")}
+    for command, (last, start) in quiet.items():
+        status, stdout, err = cli(capsys, command, regression["dir"], last, "--quiet")
+        assert status == 0 and err == "", err
+        assert stdout.startswith(start)
+
+
+def test_checks_that_need_no_tensorflow_refuse_before_it_loads(regression, tmp_path):
+    """Issue 50, row 4: a text target without --task, a header that does not name the model's
+    features and a bad EXPORT_DIR are refused in a process that never imports TensorFlow (a
+    text target was refused 12.7 s after TensorFlow loaded)."""
+    text = write_csv(tmp_path / "labels.csv", [[1.0, 2.0, "cat"], [2.0, 1.0, "dog"]] * 10)
+    renamed = write_csv(tmp_path / "renamed.csv", [[1.0, 2.0, 3.0]], header=["a", "b", "z"])
+    a_file = write_csv(tmp_path / "a_file.csv", [[1.0]])
+    script = (
+        "import sys\n"
+        "from avdgp.cli.main import main\n"
+        "for argv in sys.argv[1:]:\n"
+        "    print(main(argv.split('|')), file=sys.stderr)\n"
+        "print('tensorflow' in sys.modules, 'gpflow' in sys.modules)\n"
+    )
+    calls = [
+        f"fit|{text}",
+        f"predict|{regression['dir']}|{renamed}",
+        f"export|{regression['dir']}|{a_file}",
+    ]
+    done = subprocess.run(
+        [sys.executable, "-c", script, *calls], capture_output=True, text=True, timeout=120
+    )
+    assert done.stdout == "False False\n", done.stderr
+    lines = done.stderr.splitlines()
+    assert (
+        lines[0].endswith(
+            "the target column holds text: for class labels give --task " "classification"
+        )
+        and lines[1] == "2"
+    ), lines
+    assert "columns are read by the header's names" in lines[2] and lines[3] == "2", lines
+    assert f"EXPORT_DIR {a_file}: is a file" in lines[4] and lines[5] == "2", lines

@@ -71,7 +71,7 @@ def test_a_lambda_naming_a_shell_function_never_runs(model_dir, tmp_path, capsys
     last = str(model_dir / "data.csv") if command == "predict" else str(tmp_path / "export")
     status = main([command, str(folder), last])
     captured = capsys.readouterr()
-    assert_one_line_cli_error(status, captured.out, captured.err, "refused at")
+    assert_one_line_cli_error(status, captured.out, captured.err, "refused at", stages=1)
     assert "Lambda" in captured.err
     assert not marker.exists() and not (tmp_path / "export").exists()
 
@@ -98,7 +98,7 @@ def test_archive_traversal_is_refused(model_dir, tmp_path, capsys):
     status = main(["export", str(folder), str(tmp_path / "export")])
     captured = capsys.readouterr()
     expected = "refused: archive member '../x.py' points outside it"
-    assert_one_line_cli_error(status, captured.out, captured.err, expected)
+    assert_one_line_cli_error(status, captured.out, captured.err, expected, stages=1)
     assert not (tmp_path / "x.py").exists()
 
 
@@ -158,7 +158,7 @@ def test_a_failed_predict_write_leaves_no_partial_file(model_dir, tmp_path, caps
     status = main(["predict", str(model_dir), str(model_dir / "data.csv"), "--out", str(out)])
     captured = capsys.readouterr()
     expected = f"--out {out}: could not write (No space left on device); free some space"
-    assert_one_line_cli_error(status, captured.out, captured.err, expected)
+    assert_one_line_cli_error(status, captured.out, captured.err, expected, stages=1)
     assert out.read_text() == "the previous predictions\n"
     assert sorted(path.name for path in tmp_path.iterdir()) == ["predictions.csv"]
 
@@ -181,7 +181,7 @@ def test_a_failed_export_leaves_the_previous_one(model_dir, tmp_path, capsys, mo
     status = main(["export", str(model_dir), str(target)])
     captured = capsys.readouterr()
     expected = f"EXPORT_DIR {target}: could not write (No space left on device)"
-    assert_one_line_cli_error(status, captured.out, captured.err, expected)
+    assert_one_line_cli_error(status, captured.out, captured.err, expected, stages=2)
     assert [path.name for path in target.iterdir()] == ["saved_model.pb"]
     assert (target / "saved_model.pb").read_bytes() == b"the previous export"
     assert [path.name for path in tmp_path.iterdir()] == ["export"]
@@ -212,7 +212,7 @@ def test_predict_streams_a_csv_and_drops_the_named_target(model_dir, tmp_path, m
     monkeypatch.setattr(
         predict,
         "_prediction_rows",
-        lambda s, block, b: read.append(len(block)) or original(s, block, b),
+        lambda s, m, block, b: read.append(len(block)) or original(s, m, block, b),
     )
     outs = [tmp_path / "plain.csv", tmp_path / "named.csv"]
     assert (
@@ -251,7 +251,8 @@ def test_a_bad_cell_met_while_streaming_is_named_by_line(
     status = main(["predict", str(model_dir), str(data), "--out", str(out)])
     captured = capsys.readouterr()
     expected = f"1 value is NaN or infinite (first at row {bad_row + 1}, column 2: nan)"
-    assert_one_line_cli_error(status, captured.out, captured.err, expected)
+    stages = 1 + bad_row // 2  # "loading ...", then "2 rows predicted" after the first chunk
+    assert_one_line_cli_error(status, captured.out, captured.err, expected, stages=stages)
     assert not out.exists()
 
 
@@ -279,5 +280,5 @@ def test_weights_stored_in_a_local_file_are_never_read(model_dir, tmp_path, caps
     last = str(model_dir / "data.csv") if command == "predict" else str(tmp_path / "export")
     status = main([command, str(folder), last])
     captured = capsys.readouterr()
-    assert_one_line_cli_error(status, captured.out, captured.err, "has external storage")
+    assert_one_line_cli_error(status, captured.out, captured.err, "has external storage", stages=1)
     assert not (tmp_path / "export").exists()

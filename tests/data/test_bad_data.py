@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from avdgp.data import DataError, csv_shard_dataset, load_dataset, scan_csv_shards
+from avdgp.data import DataError, load_dataset
+from avdgp.data.pipeline import csv_shard_dataset
+from avdgp.data.shards import scan_csv_shards
 from avdgp.training.streaming import ShardWatch, _shard_failure
 
 

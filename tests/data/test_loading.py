@@ -12,6 +12,7 @@ from helpers import UCI_ROOT
 from avdgp.data import (
     DataError,
     Dataset,
+    Split,
     Standardizer,
     check_binary_targets,
     load_dataset,
@@ -539,6 +540,19 @@ def test_standardizer_round_trip(rng):
     np.testing.assert_allclose(standardizer.inverse_transform_y(u), y, rtol=1e-12)
     np.testing.assert_allclose(standardizer.y_std, y.std())
     np.testing.assert_allclose(standardizer.x_mean, x.mean(axis=0))
+
+
+def test_standardizer_transforms_every_part_of_a_split_with_the_train_moments(rng):
+    x = rng.normal(loc=5.0, scale=2.0, size=(30, 2))
+    y = rng.normal(loc=-1.0, scale=3.0, size=(30, 1))
+    split = Split(x[:20], y[:20], x[20:25], y[20:25], x[25:], y[25:])
+    scaler = Standardizer.fit(split.x_train, split.y_train)
+    scaled = scaler.transform_split(split)
+    mean, std = x[:20].mean(axis=0), x[:20].std(axis=0)
+    y_mean, y_std = y[:20].mean(), y[:20].std()
+    for part, rows in (("train", slice(0, 20)), ("val", slice(20, 25)), ("test", slice(25, 30))):
+        np.testing.assert_allclose(getattr(scaled, f"x_{part}"), (x[rows] - mean) / std)
+        np.testing.assert_allclose(getattr(scaled, f"y_{part}"), (y[rows] - y_mean) / y_std)
 
 
 def test_standardizer_constant_column_and_unscaled_targets(rng):

@@ -30,13 +30,9 @@ from helpers import SCRIPTS_DIR, assert_one_line_cli_error, write_shard
 
 import gpflux_avdgp
 from avdgp.cli import main
-from avdgp.data import (
-    DataError,
-    Standardizer,
-    csv_shard_dataset,
-    resolve_shards,
-    scan_csv_shards,
-)
+from avdgp.data import DataError, Standardizer, resolve_shards
+from avdgp.data.pipeline import csv_shard_dataset
+from avdgp.data.shards import scan_csv_shards
 from avdgp.training import TrainConfig, fit_model_on_dataset, float_type
 from avdgp.zoo import ModelSpec, build_model
 

@@ -15,7 +15,8 @@ import tensorflow as tf
 
 from avdgp import training, zoo
 from avdgp._quiet_tensorflow import _is_noise
-from avdgp.data import Split, Standardizer, epoch_shuffled_batches
+from avdgp.data import Split, Standardizer
+from avdgp.data.batching import epoch_shuffled_batches
 from avdgp.experiments.bench import results as bench_results
 from avdgp.experiments.bench import run as bench
 from avdgp.experiments.bench import tables as bench_tables

@@ -35,7 +35,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from gpflow.keras import tf_keras  # noqa: E402
 
-from avdgp.data import epoch_shuffled_batches  # noqa: E402
+from avdgp.data.batching import epoch_shuffled_batches  # noqa: E402
 from avdgp.training import (  # noqa: E402
     TrainConfig,
     fit_model,

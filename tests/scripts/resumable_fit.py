@@ -18,7 +18,7 @@ import numpy as np  # noqa: E402
 from gpflow.keras import tf_keras  # noqa: E402
 
 import gpflux_avdgp  # noqa: E402
-from avdgp.data import epoch_shuffled_batches  # noqa: E402
+from avdgp.data.batching import epoch_shuffled_batches  # noqa: E402
 
 EPOCHS, BATCH, ROWS = 4, 20, 160
 

@@ -102,7 +102,9 @@ def train(directory: Path, batch_size: int, load: bool, model_only: bool = False
     from gpflow.keras import tf_keras
 
     import gpflux_avdgp
-    from avdgp.data import csv_shard_dataset, load_dataset, scan_csv_shards
+    from avdgp.data import load_dataset
+    from avdgp.data.pipeline import csv_shard_dataset
+    from avdgp.data.shards import scan_csv_shards
 
     tf.constant(1.0) + 1.0  # start the runtime before the first reading
     imported = _status("VmRSS")

@@ -26,7 +26,8 @@ from gpflow.keras import tf_keras
 from helpers import SCRIPTS_DIR, UCI_ROOT, prepare_split_run_dir, run_cli
 
 import gpflux_avdgp
-from avdgp.data import Split, epoch_shuffled_batches
+from avdgp.data import Split
+from avdgp.data.batching import epoch_shuffled_batches
 from avdgp.training import (
     EpochProgress,
     TrainConfig,
@@ -325,13 +326,12 @@ def test_float32_training_on_standardised_uci_data_stays_finite():
     """A short float32 run of the paper's 3-layer AVDGP on a UCI split (see the benchmark
     ``benchmarks/float32_robustness.py`` for the longer measurement)."""
     from avdgp.data import Standardizer, load_dataset, split_dataset
-    from avdgp.training.runner import standardise_split
 
     root = UCI_ROOT / "concrete"
     dataset = load_dataset(root)
     for seed in (0, 1):
         split = split_dataset(dataset, seed=seed, split=0)
-        split = standardise_split(split, Standardizer.fit(split.x_train, split.y_train))
+        split = Standardizer.fit(split.x_train, split.y_train).transform_split(split)
         config = TrainConfig.from_preset(
             "paper", epochs=2, batch_size=100, seed=seed, dtype="float32"
         )

@@ -165,11 +165,10 @@ def test_solve_gp_beats_svgp_with_the_same_first_set_on_elevators():
     same 64 first inducing points (both started at the same training inputs), same split,
     epochs and optimiser."""
     from avdgp.data import Standardizer, load_dataset, split_dataset, uci_dataset_path
-    from avdgp.training.runner import standardise_split
 
     dataset = load_dataset(uci_dataset_path("elevators", None))
     split = split_dataset(dataset, seed=0)
-    split = standardise_split(split, Standardizer.fit(split.x_train, split.y_train))
+    split = Standardizer.fit(split.x_train, split.y_train).transform_split(split)
     x, y = split.x_train, split.y_train
     scores = {}
     for name, sizes in (("svgp", [64, 0]), ("solve-gp", [64, 64])):

@@ -32,7 +32,7 @@ from avdgp.experiments.bench.results import (
 )
 from avdgp.experiments.bench.tables import plot_time_curves, summarise
 from avdgp.training import RunRecord, TrainConfig, TrainingDiverged
-from avdgp.training.runner import run, standardise_split
+from avdgp.training.runner import run
 from avdgp.zoo import ModelSpec, model_label, parse_model_name, split_design
 
 __all__ = [
@@ -224,7 +224,7 @@ def run_bench(
         for seed in seeds:
             split = split_dataset(dataset, seed=seed)
             scaler = Standardizer.fit(split.x_train, split.y_train)
-            split = standardise_split(split, scaler)
+            split = scaler.transform_split(split)
             for label in labels:
                 count += 1
                 key = (dataset.name, label, seed, settings.epochs, settings.preset)

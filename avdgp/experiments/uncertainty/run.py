@@ -45,7 +45,7 @@ from avdgp.experiments.uncertainty.problems import (
     spread_columns,
 )
 from avdgp.training import TrainConfig, TrainingDiverged
-from avdgp.training.runner import SplitData, standardise_split
+from avdgp.training.runner import SplitData
 from avdgp.training.skeleton import Scored, run_on
 from avdgp.zoo import ModelSpec, model_label, parse_model_name, split_design
 from gpflux_avdgp.prediction import PredictiveMixture, predict_mixture
@@ -261,7 +261,7 @@ def _problem_data(
     )
     scaler = Standardizer.fit(split.x_train, split.y_train)
     shifted = (scaler.transform_x(x_shift), scaler.transform_y(y_shift))
-    data = UncertaintyData(standardise_split(split, scaler), problem, shifted)
+    data = UncertaintyData(scaler.transform_split(split), problem, shifted)
     return data, scaler, dataset.inputs.shape[1]
 
 
