@@ -25,9 +25,16 @@ from typing import Optional
 
 import gpflow
 import numpy as np
+import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from .prediction import predict_mixture
+from .prediction import (
+    log_density_function,
+    model_input_spec,
+    model_likelihood,
+    pad_rows,
+    padded_size,
+)
 from .validation import check_feature_matrix, check_positive_int
 
 __all__ = ["ValidationNLL"]
@@ -76,13 +83,25 @@ class ValidationNLL(tf_keras.callbacks.Callback):
             raise ValueError(f"name: expected a non-empty string, got {name!r}")
         self.name = name
         self.history: list[tuple[int, float]] = []
+        self._scorer = None  # (model, its traced log density), made at the first score
 
     def score(self) -> float:
-        """The mean negative log predictive density of the held-out data now."""
-        prediction = predict_mixture(
-            self.model, self.x, likelihood=self.likelihood, batch_size=self.batch_size
-        )
-        return float(-np.mean(prediction.log_density(self.y)))
+        """The mean negative log predictive density of the held-out data now, in padded
+        batches of equal shape through one traced function (made at the first score of a
+        model), as :func:`~gpflux_avdgp.prediction.predict_mixture` pads them."""
+        if self._scorer is None or self._scorer[0] is not self.model:
+            likelihood = model_likelihood(self.model, self.likelihood)
+            self._scorer = (self.model, log_density_function(self.model, likelihood))
+        log_density = self._scorer[1]
+        x = tf.constant(self.x, dtype=model_input_spec(self.model)[1])  # [N, D]
+        y = tf.constant(self.y, dtype=x.dtype)  # [N, Q]
+        num_rows = int(x.shape[0])
+        jit_compile = bool(getattr(self.model, "jit_compile", False))
+        size = padded_size(num_rows, self.batch_size, jit_compile)
+        x, y = pad_rows(x, size), pad_rows(y, size)
+        step = min(self.batch_size, size)
+        values = [log_density(x[i : i + step], y[i : i + step]) for i in range(0, size, step)]
+        return float(-np.mean(np.concatenate([value.numpy() for value in values])[:num_rows]))
 
     def on_epoch_end(self, epoch: int, logs: Optional[dict] = None) -> None:
         last = epoch + 1 == (self.params or {}).get("epochs")

@@ -101,6 +101,7 @@ class AVDGPLoss(tf_keras.losses.Loss):
         sample_weight = checked_finite(sample_weight, "sample_weight")
         return super().__call__(y_true, y_pred, sample_weight)
 
+    @tf.autograph.experimental.do_not_convert  # no control flow on tensors: traced as written
     def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
         """The per-datapoint loss ``[B]`` of the model's output ``y_pred``.
 

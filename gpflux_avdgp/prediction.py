@@ -18,6 +18,7 @@ from .validation import check_feature_matrix, check_positive_int
 
 __all__ = [
     "PredictiveMixture",
+    "log_density_function",
     "mixture_function",
     "model_input_spec",
     "model_likelihood",
@@ -187,12 +188,27 @@ def mixture_function(model: tf_keras.Model):
 
     index = likelihood_output(model)
 
-    @tf.function(jit_compile=jit_compile)
+    @tf.function(jit_compile=jit_compile, autograph=False)  # no control flow on tensors
     def packed_mixture(x: tf.Tensor) -> tf.Tensor:
         return model_mixture(model, x, index).pack()
 
     object.__setattr__(model, "_avdgp_mixture_function", (jit_compile, packed_mixture))
     return packed_mixture
+
+
+def log_density_function(model: tf_keras.Model, likelihood: gpflow.likelihoods.Likelihood):
+    """``log p(y | x)`` ``[B]`` of batches ``x`` ``[B, D]``, ``y`` ``[B, Q]`` (the model's float
+    type) under ``model`` in prediction mode, as one ``tf.function`` (compiled with XLA when
+    ``model.jit_compile``): the mixture and its density traced together, for a caller that
+    scores the same rows again and again (:class:`~gpflux_avdgp.ValidationNLL`), where
+    :meth:`PredictiveMixture.log_density` would run the likelihood's ops one by one."""
+    index = likelihood_output(model)
+
+    @tf.function(jit_compile=bool(getattr(model, "jit_compile", False)), autograph=False)
+    def log_density(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+        return mixture_log_density(likelihood, model_mixture(model, x, index), y)
+
+    return log_density
 
 
 def model_mixture(model: tf_keras.Model, x, index: Optional[int]) -> GaussianMixture:

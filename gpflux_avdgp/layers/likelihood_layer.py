@@ -11,6 +11,8 @@ type (``Sequential``, Functional, subclassed, cloned); ``docs/design.md`` record
 
 from __future__ import annotations
 
+from typing import Optional
+
 import gpflow
 import tensorflow as tf
 from gpflow.keras import tf_keras
@@ -65,10 +67,13 @@ class TrainableLikelihood(GPflowModuleState, tf_keras.layers.Layer):
     def _gpflow_modules(self) -> list[tf.Module]:
         return [self.likelihood]
 
-    def call(self, inputs: tf.Tensor) -> tf.Tensor:
+    @tf.autograph.experimental.do_not_convert  # no control flow on tensors: traced as written
+    def call(self, inputs: tf.Tensor, training: Optional[bool] = None) -> tf.Tensor:
         """The predictive mean of ``y`` (or the class probabilities) carrying the predictive
         distribution.
 
+        :param training: unused (the distribution is the same in training and prediction); in
+            the signature because the decorator hides it from Keras, which then passes it.
         :raises ValueError: if a layer follows this one (it would drop the distribution).
         """
         check_no_reader_after_likelihood(self)

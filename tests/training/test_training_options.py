@@ -137,6 +137,23 @@ def test_validation_nll_matches_predict_mixture(rng):
     assert np.isclose(history.history["val_nll"][-1], expected)
 
 
+@pytest.mark.parametrize("float_type", ["float64", "float32"])
+def test_validation_nll_in_padded_batches_equals_the_mixture_log_density(rng, float_type):
+    """30 rows in batches of 8 (padded to 32, the padding dropped), Bernoulli labels and a
+    float32 model: the traced score is the eager mixture's mean log density."""
+    x = rng.uniform(-2, 2, (30, 2))
+    labels = (x[:, :1] > 0).astype(float)
+    with gpflow.config.as_context(gpflow.config.Config(float=float_type)):
+        likelihood = gpflow.likelihoods.Bernoulli()
+        model = build_avdgp(2, [1], 4, len(x), likelihood, seed=0)
+        model.compile(tf_keras.optimizers.Adam(0.01), loss=AVDGPLoss(likelihood))
+        scorer = ValidationNLL(x, labels, batch_size=8)
+        model.fit(x, labels, epochs=1, batch_size=10, verbose=0, callbacks=[scorer])
+        expected = -np.mean(predict_mixture(model, x).log_density(labels.astype(float_type)))
+    rtol = 1e-10 if float_type == "float64" else 1e-5
+    np.testing.assert_allclose(scorer.history[-1][1], expected, rtol=rtol)
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [
