@@ -91,9 +91,25 @@ def test_the_report_shows_mean_and_spread_and_draws_the_reliability(tmp_path):
                 row[f"coverage_{round(100 * level)}_{suffix}"] = level
         append_result(tmp_path / "uncertainty.csv", row)
     text = summarise_uncertainty(tmp_path, ["avdgp-ar2p", "svgp"]).read_text()
-    assert "| avdgp-ar2p | 2 | 0.600 ± 0.141 / 0.600 ± 0.141 |" in text
-    assert "svgp" not in text, "models without rows are not shown"
+    row = "| AVDGP-AR2P, the default (`avdgp-ar2p`) | 2 | 0.600 ± 0.141 / 0.600 ± 0.141 |"
+    assert row in text
+    assert "svgp" not in text.lower(), "models without rows are not shown"
+    assert "![concrete](reliability_concrete.png)\n\n*concrete: the fraction of test" in text
     assert (tmp_path / "reliability_concrete.png").stat().st_size > 0
+
+
+def test_figures_and_tables_name_models_as_the_documentation_does():
+    from avdgp.experiments.uncertainty.report import prose_name
+
+    names = {
+        "avdgp-ar2p": "AVDGP-AR2P, the default",
+        "avdgp-ar2pp:previous": "AVDGP-AR2PP, the paper's layers",
+        "avdgp-ar2p:global-last": "AVDGP-AR2P :global-last",
+        "dsdgp": "GPflux DS-DGP",
+        "svgp": "SVGP",
+        "something-else": "something-else",
+    }
+    assert {label: prose_name(label) for label in names} == names
 
 
 def test_design_names():

@@ -81,8 +81,40 @@ def _table(rows: list[dict], models: Sequence[str], columns) -> list[str]:
         if not runs:
             continue
         cells = [" / ".join(_cell(runs, part) for part in key.split("/")) for key, _ in columns]
-        lines.append(f"| {model} | {len(runs)} | " + " | ".join(cells) + " |")
+        lines.append(f"| {_named(model)} | {len(runs)} | " + " | ".join(cells) + " |")
     return lines
+
+
+#: The prose names of the baselines, as the documentation's tables write them.
+BASELINE_NAMES = {
+    "svgp": "SVGP",
+    "dsdgp": "GPflux DS-DGP",
+    "dspp": "DSPP",
+    "sgp-avi": "SGP-AVI",
+    "idsgp": "IDSGP",
+    "solve-gp": "SOLVE-GP",
+}
+
+
+def prose_name(label: str) -> str:
+    """What a figure calls the model of the table name ``label``, as the documentation's tables
+    do: ``avdgp-ar2p`` -> ``AVDGP-AR2P, the default``, ``avdgp-ar2p:previous`` ->
+    ``AVDGP-AR2P, the paper's layers``, ``avdgp-ar2p:global-last`` -> ``AVDGP-AR2P
+    :global-last``, ``dsdgp`` -> ``GPflux DS-DGP`` (an unknown label is kept)."""
+    model, _, design = label.partition(":")
+    if model in BASELINE_NAMES:
+        return BASELINE_NAMES[model]
+    if not model.startswith("avdgp-"):
+        return label
+    name = model.upper()
+    if design == "previous":
+        return f"{name}, the paper's layers"
+    return f"{name} :{design}" if design else f"{name}, the default"
+
+
+def _named(label: str) -> str:
+    """A table's model cell: the figures' name and what to type (``--models``)."""
+    return f"{prose_name(label)} (`{label}`)"
 
 
 def plot_bands(out: Path, problem: str, models: Sequence[str], seed: int = 0) -> Path | None:
@@ -110,7 +142,7 @@ def plot_bands(out: Path, problem: str, models: Sequence[str], seed: int = 0) ->
         axis.fill_between(x, band["lower"], band["upper"], color="C0", alpha=0.3, lw=0)
         axis.plot(x, band["mean"], color="C0", lw=1.2)
         axis.plot(x, truth, color="k", lw=0.8, ls="--")
-        axis.set_title(model, fontsize=9)
+        axis.set_title(prose_name(model), fontsize=9)
         axis.set_ylim(-3.5, 3.5)
     for axis in axes[(rows - 1) * columns :]:
         axis.set_xlabel("x")
@@ -136,7 +168,9 @@ def plot_reliability(out: Path, problem: str, rows: list[dict], models: Sequence
                 np.mean([float(row[f"coverage_{round(100 * level)}_{suffix}"]) for row in runs])
                 for level in levels
             ]
-            axis.plot(levels, observed, marker="o", ms=3, color=f"C{index}", label=model)
+            axis.plot(
+                levels, observed, marker="o", ms=3, color=f"C{index}", label=prose_name(model)
+            )
         axis.set_title(f"{problem}, {title}", fontsize=9)
         axis.set_xlabel("nominal level of the central interval")
     axes[0].set_ylabel("fraction of targets inside")
@@ -204,8 +238,22 @@ def criteria_table(rows: list[dict], models: Sequence[str], reference: str = "sv
             tried = [(r, s) for r, s in pairs if r.get(needs[name]) not in ("", None)]
             passed = sum(bool(check(r, s)) for r, s in tried)
             cells.append(f"{passed} / {len(tried)}" if tried else "-")
-        lines.append(f"| {model} | " + " | ".join(cells) + " |")
+        lines.append(f"| {_named(model)} | " + " | ".join(cells) + " |")
     return lines
+
+
+def _caption(problem: str) -> str:
+    """What a figure of ``problem`` shows."""
+    if problem in ("far", "gap") or problem in FUNCTIONS:
+        return (
+            f"{problem}, seed 0: the training inputs' range shaded, the noise-free function "
+            "dashed, each model's predictive mean and central 95 % interval of y."
+        )
+    return (
+        f"{problem}: the fraction of test targets inside each model's central interval against "
+        "its nominal level (on the diagonal: calibrated), on held-in rows and on the shifted "
+        "rows, averaged over the seeds."
+    )
 
 
 def summarise_uncertainty(out_dir: Path | str, models: Sequence[str]) -> Path:
@@ -230,7 +278,7 @@ def summarise_uncertainty(out_dir: Path | str, models: Sequence[str]) -> Path:
         else:
             figure = plot_reliability(out, problem, chosen, shown)
         if figure is not None:
-            lines += [f"![{problem}]({figure.name})", ""]
+            lines += [f"![{problem}]({figure.name})", "", f"*{_caption(problem)}*", ""]
     path = out / "uncertainty.md"
     path.write_text("\n".join(lines))
     return path
