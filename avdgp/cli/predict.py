@@ -302,6 +302,35 @@ def _class_rows(probabilities: np.ndarray, classes: Optional[list]) -> list[list
     return rows
 
 
+def _check_width(data: str, saved: SavedRun) -> None:
+    """Before TensorFlow loads: DATA exists and, for a CSV file read by position, has the
+    model's ``D`` columns or ``D + 1`` with the target (what :func:`_feature_columns` would
+    refuse after the model loaded). Other faults are named while the rows are read."""
+    from ..data import DataError
+    from ..data.csv_format import sniff_layout
+
+    path = Path(data)
+    if not path.exists():
+        raise DataError(f"{data}: no such file or folder")
+    if not path.is_file() or not data.lower().endswith((".csv", ".csv.gz")):
+        return
+    try:
+        columns = sniff_layout(path, data, unique_names=False).num_columns
+    except DataError:  # the whole-file reader says what is wrong
+        return
+    width = saved.num_features
+    if columns == 1 and width != 1:
+        raise CommandLineError(
+            f"avdgp predict: DATA {data} has 1 column, the model expects {width} features (or "
+            f"{width + 1} with the target)"
+        )
+    if columns not in (width, width + 1):
+        raise CommandLineError(
+            f"avdgp predict: DATA {data} has {columns} columns, the model expects {width} "
+            f"features (or {width + 1} with the target)"
+        )
+
+
 def predict_command(args) -> int:
     import csv
 
@@ -310,6 +339,8 @@ def predict_command(args) -> int:
     target = args.target if args.target is not None else saved.data.get("target")
     target_name = target if isinstance(target, str) else saved.data.get("target_name")
     columns = _named_columns(args.data, saved, target_name)  # refused before TensorFlow loads
+    if columns is None:
+        _check_width(args.data, saved)
     read = "by the header's names" if columns is not None else "by position"
     print_stage(args, f"loading the {saved.label} model of {args.model_dir} ({args.data}: {read})")
     model = saved.load_model()

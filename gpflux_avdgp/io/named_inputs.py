@@ -71,5 +71,5 @@ def named_signatures(
             with tf.control_dependencies(checks):  # before the stack, which would fail first
                 return function(tf.stack([columns[name] for name in names], axis=1))  # [N, D]
 
-        signatures[named] = tf.function(by_name).get_concrete_function(specs)
+        signatures[named] = tf.function(by_name, autograph=False).get_concrete_function(specs)
     return signatures

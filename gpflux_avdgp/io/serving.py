@@ -136,11 +136,16 @@ class _ServingModule(tf.Module):
         target_width = 1 if is_categorical(likelihood) else output_dim  # a class index per row
         y_spec = tf.TensorSpec([None, target_width], dtype, name="y")
 
-        def mixture(x: tf.Tensor) -> GaussianMixture:
+        @tf.function(input_signature=[x_spec], autograph=False)
+        def packed_mixture(x: tf.Tensor) -> tf.Tensor:
+            """``[N, S, 2 Q + 1]``: the model traced once, called by every signature."""
             x = _checked_batch("x", x, input_dim)  # [N, D]
             if scaling.inputs:
                 x = (x - x_mean) / x_std
-            return model_mixture(model, x, index)  # [N, S, .]
+            return model_mixture(model, x, index).pack()
+
+        def mixture(x: tf.Tensor) -> GaussianMixture:
+            return GaussianMixture.unpack(packed_mixture(x))  # [N, S, .]
 
         def to_original_units(moments: tuple[tf.Tensor, tf.Tensor]) -> tuple:
             means, variances = moments  # [N, S, Q]
@@ -148,12 +153,12 @@ class _ServingModule(tf.Module):
                 return means, variances
             return means * y_std + y_mean, variances * y_std**2
 
-        @tf.function(input_signature=[x_spec])
+        @tf.function(input_signature=[x_spec], autograph=False)
         def predict_f(x: tf.Tensor) -> dict:
             f = mixture(x)
             return _moments(f.weights, *to_original_units((f.means, f.variances)))
 
-        @tf.function(input_signature=[x_spec])
+        @tf.function(input_signature=[x_spec], autograph=False)
         def predict_y(x: tf.Tensor) -> dict:
             f = mixture(x)
             y_moments = to_original_units(component_y_moments(likelihood, f.means, f.variances))
@@ -162,7 +167,7 @@ class _ServingModule(tf.Module):
                 return {**outputs, "probabilities": outputs["mean"]}
             return {**outputs, **interval_outputs(likelihood, f.log_weights, *y_moments)}
 
-        @tf.function(input_signature=[x_spec, y_spec])
+        @tf.function(input_signature=[x_spec, y_spec], autograph=False)
         def log_density(x: tf.Tensor, y: tf.Tensor) -> dict:
             y = _checked_batch("y", y, target_width)  # [N, Q], or [N, 1] class indices
             tf.debugging.assert_equal(

@@ -376,13 +376,17 @@ def test_predict_bad_data(capsys, regression, tmp_path):
     rows = x.tolist()
     rows[2][1] = "nan"
     nan = write_csv(tmp_path / "nan.csv", rows)
-    status, out, err = cli(capsys, "predict", regression["dir"], nan)
-    assert_one_line_cli_error(status, out, err, "NaN or infinite (first at row 3, column 2")
+    status, out, err = cli(capsys, "predict", regression["dir"], nan)  # found while reading
+    assert_one_line_cli_error(
+        status, out, err, "NaN or infinite (first at row 3, column 2", stages=1
+    )
 
     arrays = tmp_path / "wide.npz"
     np.savez(arrays, X=np.zeros((4, 5)), y=np.zeros(4))
     status, out, err = cli(capsys, "predict", regression["dir"], arrays)
-    assert_one_line_cli_error(status, out, err, "array 'X' has 5 columns, the model expects 3")
+    assert_one_line_cli_error(
+        status, out, err, "array 'X' has 5 columns, the model expects 3", stages=1
+    )
 
     status, out, err = cli(capsys, "predict", regression["dir"], tmp_path / "absent.csv")
     assert_one_line_cli_error(status, out, err, "absent.csv: no such file or folder")
@@ -528,11 +532,12 @@ def test_predict_and_export_say_what_they_load_and_write(capsys, regression, tmp
 
 def test_checks_that_need_no_tensorflow_refuse_before_it_loads(regression, tmp_path):
     """Issue 50, row 4: a text target without --task, a header that does not name the model's
-    features and a bad EXPORT_DIR are refused in a process that never imports TensorFlow (a
+    features, a bad EXPORT_DIR and a file of the wrong width are refused in a process that never imports TensorFlow (a
     text target was refused 12.7 s after TensorFlow loaded)."""
     text = write_csv(tmp_path / "labels.csv", [[1.0, 2.0, "cat"], [2.0, 1.0, "dog"]] * 10)
     renamed = write_csv(tmp_path / "renamed.csv", [[1.0, 2.0, 3.0]], header=["a", "b", "z"])
     a_file = write_csv(tmp_path / "a_file.csv", [[1.0]])
+    wide = write_csv(tmp_path / "wide.csv", [[1.0] * 5])
     script = (
         "import sys\n"
         "from avdgp.cli.main import main\n"
@@ -544,6 +549,7 @@ def test_checks_that_need_no_tensorflow_refuse_before_it_loads(regression, tmp_p
         f"fit|{text}",
         f"predict|{regression['dir']}|{renamed}",
         f"export|{regression['dir']}|{a_file}",
+        f"predict|{regression['dir']}|{wide}",
     ]
     done = subprocess.run(
         [sys.executable, "-c", script, *calls], capture_output=True, text=True, timeout=120
@@ -558,3 +564,4 @@ def test_checks_that_need_no_tensorflow_refuse_before_it_loads(regression, tmp_p
     ), lines
     assert "columns are read by the header's names" in lines[2] and lines[3] == "2", lines
     assert f"EXPORT_DIR {a_file}: is a file" in lines[4] and lines[5] == "2", lines
+    assert "has 5 columns, the model expects 3 features" in lines[6] and lines[7] == "2", lines

@@ -127,8 +127,9 @@ def test_python_m_avdgp_in_the_model_folder_imports_nothing_from_it(model_dir, t
         env={**os.environ, "PYTHONPATH": ""},
     )
     assert done.returncode == 2, done.stderr
-    assert "module 'payload', which is not loaded" in done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 2 and lines[0].startswith("avdgp predict: loading the "), done.stderr
+    assert "module 'payload', which is not loaded" in lines[1]
     assert not marker.exists(), marker.read_text()
 
 
