@@ -324,10 +324,13 @@ def test_the_step_memory_estimate_passes_the_paper_models():
 @pytest.mark.parametrize("kib", [1_000_000, 2_500_000])
 def test_an_address_space_limit_too_small_for_tensorflow_is_one_line(tmp_path, kib):
     """Under ``ulimit -v`` 1 GB TensorFlow's import failed with a traceback, under 2.5 GB it
-    aborted with no message; the command line now checks the limit before loading it."""
+    aborted with no message; the command line now checks the limit before loading it (after
+    the checks that need no TensorFlow: the data file is read first)."""
     import resource
     import subprocess
     import sys
+
+    np.savetxt(tmp_path / "data.csv", np.arange(60.0).reshape(20, 3), delimiter=",")
 
     def limit():
         resource.setrlimit(resource.RLIMIT_AS, (kib * 1024, resource.RLIM_INFINITY))

@@ -532,8 +532,8 @@ def test_predict_and_export_say_what_they_load_and_write(capsys, regression, tmp
 
 def test_checks_that_need_no_tensorflow_refuse_before_it_loads(regression, tmp_path):
     """Issue 50, row 4: a text target without --task, a header that does not name the model's
-    features, a bad EXPORT_DIR and a file of the wrong width are refused in a process that never imports TensorFlow (a
-    text target was refused 12.7 s after TensorFlow loaded)."""
+    features, a bad EXPORT_DIR and a file of the wrong width are refused in a process that
+    never imports TensorFlow (a text target was refused 12.7 s after TensorFlow loaded)."""
     text = write_csv(tmp_path / "labels.csv", [[1.0, 2.0, "cat"], [2.0, 1.0, "dog"]] * 10)
     renamed = write_csv(tmp_path / "renamed.csv", [[1.0, 2.0, 3.0]], header=["a", "b", "z"])
     a_file = write_csv(tmp_path / "a_file.csv", [[1.0]])
