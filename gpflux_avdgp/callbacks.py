@@ -29,11 +29,10 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 
 from .prediction import (
+    in_padded_batches,
     log_density_function,
     model_input_spec,
     model_likelihood,
-    pad_rows,
-    padded_size,
 )
 from .validation import check_feature_matrix, check_positive_int
 
@@ -86,22 +85,16 @@ class ValidationNLL(tf_keras.callbacks.Callback):
         self._scorer = None  # (model, its traced log density), made at the first score
 
     def score(self) -> float:
-        """The mean negative log predictive density of the held-out data now, in padded
-        batches of equal shape through one traced function (made at the first score of a
-        model), as :func:`~gpflux_avdgp.prediction.predict_mixture` pads them."""
+        """The mean negative log predictive density of the held-out data now, through one
+        traced function (made at the first score of a model), in padded batches as
+        :func:`~gpflux_avdgp.prediction.predict_mixture`'s."""
         if self._scorer is None or self._scorer[0] is not self.model:
             likelihood = model_likelihood(self.model, self.likelihood)
             self._scorer = (self.model, log_density_function(self.model, likelihood))
-        log_density = self._scorer[1]
         x = tf.constant(self.x, dtype=model_input_spec(self.model)[1])  # [N, D]
         y = tf.constant(self.y, dtype=x.dtype)  # [N, Q]
-        num_rows = int(x.shape[0])
-        jit_compile = bool(getattr(self.model, "jit_compile", False))
-        size = padded_size(num_rows, self.batch_size, jit_compile)
-        x, y = pad_rows(x, size), pad_rows(y, size)
-        step = min(self.batch_size, size)
-        values = [log_density(x[i : i + step], y[i : i + step]) for i in range(0, size, step)]
-        return float(-np.mean(np.concatenate([value.numpy() for value in values])[:num_rows]))
+        values = in_padded_batches(self._scorer[1], [x, y], self.batch_size, self.model)  # [N]
+        return float(-np.mean(values))
 
     def on_epoch_end(self, epoch: int, logs: Optional[dict] = None) -> None:
         last = epoch + 1 == (self.params or {}).get("epochs")

@@ -291,17 +291,28 @@ def _batch_inputs(batch):
 def _predict_array(model: tf_keras.Model, function, inputs, batch_size: int) -> np.ndarray:
     """The packed mixture ``[N, S, 2 Q + 1]`` of ``inputs`` ``[N, D]`` (or a list of arrays,
     one per input of a multi-input model), in padded batches."""
-    batch_size = check_positive_int("batch_size", batch_size)
     arrays = _input_tensors(model, inputs)
-    num_rows = int(arrays[0].shape[0])
-    size = padded_size(num_rows, batch_size, bool(getattr(model, "jit_compile", False)))
-    padded = [pad_rows(array, size) for array in arrays]
+    if len(arrays) == 1:
+        return in_padded_batches(function, arrays, batch_size, model)
+    return in_padded_batches(lambda *parts: function(list(parts)), arrays, batch_size, model)
+
+
+def in_padded_batches(
+    function, tensors: list[tf.Tensor], batch_size: int, model: tf_keras.Model
+) -> np.ndarray:
+    """``function(*slices)`` over batches of the rows of ``tensors`` (each ``[N, ...]``), padded
+    so that every batch has the same shape (:func:`padded_size`, by ``model.jit_compile``), the
+    results concatenated and the padding's rows dropped: ``[N, ...]``."""
+    batch_size = check_positive_int("batch_size", batch_size)
+    num_rows = int(tensors[0].shape[0])
+    jit_compile = bool(getattr(model, "jit_compile", False))
+    size = padded_size(num_rows, batch_size, jit_compile)
+    padded = [pad_rows(tensor, size) for tensor in tensors]
     step = min(batch_size, size)
     batches = [
-        function(padded[0][start : start + step] if len(padded) == 1 else
-                 [array[start : start + step] for array in padded])
+        function(*[tensor[start : start + step] for tensor in padded])
         for start in range(0, size, step)
-    ]  # fmt: skip
+    ]
     return np.concatenate([batch.numpy() for batch in batches])[:num_rows]
 
 

@@ -40,10 +40,7 @@ def _feature_columns(
         dataset = load_dataset(data, min_rows=1)  # target -1: the last column
     except TooFewColumnsError:
         if num_features != 1:
-            raise CommandLineError(
-                f"avdgp predict: DATA {data} has 1 column, the model expects {num_features} "
-                f"features (or {num_features + 1} with the target)"
-            ) from None
+            raise _wrong_width(data, 1, num_features) from None
         return _single_column(data)  # the one feature of a one-feature model
     if lower.endswith(".npz"):
         if dataset.num_features != num_features:
@@ -56,10 +53,7 @@ def _feature_columns(
     if columns == num_features:  # no target: every column is a feature, in file order
         return np.column_stack([dataset.inputs, dataset.targets])
     if columns != num_features + 1:
-        raise CommandLineError(
-            f"avdgp predict: DATA {data} has {columns} columns, the model expects "
-            f"{num_features} features (or {num_features + 1} with the target)"
-        )
+        raise _wrong_width(data, columns, num_features)
     if target in (None, -1, columns - 1):
         return np.asarray(dataset.inputs)
     return np.asarray(load_dataset(data, target=target, min_rows=1).inputs)
@@ -318,17 +312,17 @@ def _check_width(data: str, saved: SavedRun) -> None:
         columns = sniff_layout(path, data, unique_names=False).num_columns
     except DataError:  # the whole-file reader says what is wrong
         return
-    width = saved.num_features
-    if columns == 1 and width != 1:
-        raise CommandLineError(
-            f"avdgp predict: DATA {data} has 1 column, the model expects {width} features (or "
-            f"{width + 1} with the target)"
-        )
-    if columns not in (width, width + 1):
-        raise CommandLineError(
-            f"avdgp predict: DATA {data} has {columns} columns, the model expects {width} "
-            f"features (or {width + 1} with the target)"
-        )
+    if columns not in (saved.num_features, saved.num_features + 1):
+        raise _wrong_width(data, columns, saved.num_features)
+
+
+def _wrong_width(data: str, columns: int, num_features: int) -> CommandLineError:
+    """DATA read by position has neither the model's ``D`` columns nor ``D + 1``."""
+    counted = "1 column" if columns == 1 else f"{columns} columns"
+    return CommandLineError(
+        f"avdgp predict: DATA {data} has {counted}, the model expects {num_features} features "
+        f"(or {num_features + 1} with the target)"
+    )
 
 
 def predict_command(args) -> int:
