@@ -222,6 +222,11 @@ class PredictiveDistribution:
         self.mixture = mixture
         self.objective = Objective(objective)
         self._component_moments: Optional[tuple[tf.Tensor, tf.Tensor]] = None
+        #: set when a loss (or anything) reads it from a model output
+        #: (:func:`predictive_distribution`): a training step whose loss never did trains
+        #: without the likelihood, which the model's :class:`~gpflux_avdgp.TrainableLikelihood`
+        #: refuses
+        self.read = False
 
     @classmethod
     def from_packed(
@@ -307,6 +312,7 @@ def predictive_distribution(
     """
     carried = getattr(y_pred, ATTRIBUTE, None)
     if carried is not None:
+        carried.read = True
         if likelihood is not None and likelihood is not carried.likelihood:
             raise ValueError(
                 "likelihood: the model's TrainableLikelihood holds another likelihood than the "

@@ -5,6 +5,11 @@ subclassed model and a clone; and the model carries its objective."""
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
+
 import gpflow
 import numpy as np
 import pytest
@@ -110,6 +115,48 @@ def test_regression_metrics_equal_numpy_in_other_model_types(kind):
         axis=1,
     )
     assert scores["nll"] == pytest.approx(-np.mean(np.log(density)), rel=1e-9)
+
+
+@pytest.mark.parametrize("kind", ["sequential", "functional", "subclassed", "clone"])
+@pytest.mark.parametrize("loss", [None, "mse"])
+def test_a_loss_that_does_not_read_the_distribution_is_refused_before_any_update(kind, loss):
+    """Without a loss Keras would train the KL terms alone (loss 0.001), with ``"mse"`` the
+    mean of y without the noise variance: refused while the step is traced, nothing updated.
+    (``AVDGPModel`` trains its objective without a loss and refuses ``"mse"`` at ``compile``.)"""
+    x, y, _ = _data()
+    model = _model(kind, gpflow.likelihoods.Gaussian(variance=0.1))
+    model(x)  # builds every weight
+    before = [w.copy() for w in model.get_weights()]
+    model.compile(tf_keras.optimizers.Adam(0.05), loss=loss)
+    with pytest.raises(ValueError) as error:
+        model.fit(x, y, batch_size=40, epochs=1, verbose=0)
+    # AutoGraph prefixes the frames of Keras' step; the refusal is the last line
+    last = str(error.value).strip().splitlines()[-1].strip()
+    assert re.fullmatch(
+        r"ValueError: likelihood: the loss does not read the model's predictive distribution.*"
+        r"compile\(loss=gpflux_avdgp\.AVDGPLoss\(\)\).*predictive_distribution\(y_pred\).*",
+        last,
+    ), last
+    for old, new in zip(before, model.get_weights()):
+        np.testing.assert_array_equal(old, new)
+
+
+def test_a_gradient_tape_of_ones_own_trains_when_its_loss_reads_the_distribution():
+    x, y, _ = _data()
+    model = _model("functional", gpflow.likelihoods.Gaussian(variance=0.1))
+    with tf.GradientTape() as tape:
+        outputs = model(x, training=True)
+        loss = -tf.reduce_mean(predictive_distribution(outputs).log_prob(y)) + tf.add_n(
+            model.losses
+        )
+    gradients = tape.gradient(loss, model.trainable_variables)
+    assert all(g is not None for g in gradients)
+    assert np.abs(gradients[-1].numpy()).sum() > 0  # the noise variance's
+    with tf.GradientTape() as tape:
+        outputs = model(x, training=True)
+        loss = tf.reduce_mean((outputs - y) ** 2) + tf.add_n(model.losses)
+    with pytest.raises(ValueError, match=r"^likelihood: the loss does not read"):
+        tape.gradient(loss, model.trainable_variables)
 
 
 def test_the_output_is_the_mean_of_y_carrying_the_predictive_distribution():
@@ -308,3 +355,36 @@ def test_predict_mixture_takes_a_dict_of_named_inputs_and_a_nested_model(tmp_pat
         built.predict(x.numpy(), verbose=0)["mean"],
         rtol=1e-10,
     )
+
+
+_LOAD_WITHOUT_IMPORT = """
+import sys
+import numpy as np
+import gpflux_avdgp
+model = gpflux_avdgp.load_model(sys.argv[1])
+np.save(sys.argv[2], model.predict(np.load(sys.argv[3]), verbose=0))
+print(type(model).__name__)
+"""
+
+
+@pytest.mark.parametrize("kind", ["sequential", "functional"])
+def test_a_plain_model_of_our_layers_loads_in_a_fresh_process_with_load_model(kind, tmp_path):
+    """``gpflux_avdgp.load_model`` loads every model type. (``tf_keras.models.load_model`` of a
+    plain ``Sequential`` or Functional file needs ``import gpflux_avdgp`` first: Keras looks
+    nested layers up by name only and passes the unknown name on as the layer, a ``TypeError``
+    no code of ours can reach; an ``AVDGPModel`` file loads, its class's module imported.)"""
+    x, _, _ = _data()
+    model = _model(kind, gpflow.likelihoods.Gaussian(variance=0.1))
+    path = tmp_path / "m.keras"
+    model.save(path)
+    np.save(tmp_path / "x.npy", x.numpy())
+    done = subprocess.run(
+        [sys.executable, "-c", _LOAD_WITHOUT_IMPORT, str(path), str(tmp_path / "out.npy"),
+         str(tmp_path / "x.npy")],
+        capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES=""),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == [{"sequential": "Sequential", "functional": "Functional"}[kind]]
+    expected = model.predict(x.numpy(), verbose=0)  # NumPy rows, read as the other process reads
+    np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), expected)

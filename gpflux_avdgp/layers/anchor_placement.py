@@ -1,8 +1,8 @@
 """Where prior reversion's anchors start: amortization inputs of rows spread over the training
-data, placed in one eager call before training. Placed inside the training step instead, each
-replica of a ``tf.distribute`` strategy would place its own share of the first batch, and the
-step would carry placement ops; placed once, one device, several replicas, several steps per
-call and a resumed run start from the same anchors."""
+data, placed in one eager call before training. A model type that never calls it places them
+in its first training step, on that global batch (every replica's rows), with placement ops in
+the step; placed once over the data, one device, several replicas, several steps per call and
+a resumed run start from the same anchors."""
 
 from __future__ import annotations
 
@@ -24,9 +24,8 @@ def place_anchors(model: tf_keras.Model, x) -> bool:
     ``model`` on the amortization inputs of rows of ``x`` (:func:`placement_inputs`), in one
     forward pass in prediction mode (no draw counter moves, no other weight changes), and the
     model's :class:`~gpflux_avdgp.layers.input_guard.InputGuard` if it has one not placed. ``x`` is
-    read only if some layer needs it. ``AVDGPModel.fit`` calls it; call it before ``fit`` of
-    another model type under a ``tf.distribute`` strategy (otherwise each replica places them
-    on its share of the first batch).
+    read only if some layer needs it. ``AVDGPModel.fit`` calls it; another model type places
+    them on its first training batch unless this is called before its ``fit``.
 
     :param x: what ``fit`` is given: an array or tensor ``[N, D]``, or a ``tf.data.Dataset``.
     :returns: whether any layer was placed.

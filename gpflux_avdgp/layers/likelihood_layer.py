@@ -15,6 +15,7 @@ from typing import Optional
 
 import gpflow
 import tensorflow as tf
+import tensorflow_probability as tfp
 from gpflow.keras import tf_keras
 
 from ..core.mixture import mixture_width_to_dim
@@ -40,7 +41,9 @@ class TrainableLikelihood(GPflowModuleState, tf_keras.layers.Layer):
     metrics read (:func:`~gpflux_avdgp.predictive.predictive_distribution`).
 
     A Keras loss is not part of the model, so the likelihood's parameters (e.g. the Gaussian
-    noise variance) train because this layer holds them.
+    noise variance) train because this layer holds them. A training step whose loss does not
+    read the distribution (``compile()`` without a loss trains the KL terms alone, ``"mse"``
+    the mean without the likelihood) is refused while it is traced, in every model type.
 
     :param likelihood: a GPflow likelihood with one latent function per output.
     :param objective: the data term the model trains: ``"elbo"`` (AR1, AR2, AR2P) or
@@ -72,12 +75,23 @@ class TrainableLikelihood(GPflowModuleState, tf_keras.layers.Layer):
         """The predictive mean of ``y`` (or the class probabilities) carrying the predictive
         distribution.
 
-        :param training: unused (the distribution is the same in training and prediction); in
-            the signature because the decorator hides it from Keras, which then passes it.
-        :raises ValueError: if a layer follows this one (it would drop the distribution).
+        :param training: the distribution is the same in training and prediction; in training
+            the layer adds a zero loss whose gradient checks that the loss read it (module
+            docstring).
+        :raises ValueError: if a layer follows this one (it would drop the distribution), or
+            ``inputs`` are a GPflux layer's output (a ``GPLayer`` after ours, not wrapped); in
+            the backward pass of a training step whose loss did not read the distribution.
         """
         check_no_reader_after_likelihood(self)
+        if isinstance(inputs, tfp.distributions.Distribution):  # what GPflux's layers output
+            raise ValueError(
+                f"{self.name}: reads a GPflux layer's output (one Gaussian q(f) per row), not a "
+                "packed mixture; a GPflux GPLayer after a GP layer of ours: wrap it: "
+                "gpflux_avdgp.SigmaPointGPLayer(gp_layer)"
+            )
         distribution = PredictiveDistribution.from_packed(self.likelihood, inputs, self.objective)
+        if training:
+            self.add_loss(_read_check(inputs, distribution, self.name))
         outputs = distribution.mean()  # what Keras reads; pruned in a step where nothing does
         setattr(outputs, ATTRIBUTE, distribution)  # as tfp's layers attach a distribution
         refuse_gpflux_reader(
@@ -109,3 +123,28 @@ class TrainableLikelihood(GPflowModuleState, tf_keras.layers.Layer):
         config = dict(config)
         config["likelihood"] = likelihood_from_config(config["likelihood"])
         return cls(**config)
+
+
+def _read_check(inputs: tf.Tensor, distribution: PredictiveDistribution, name: str) -> tf.Tensor:
+    """A zero ``[]`` on ``inputs`` ``[B, S, 2 Q + 1]`` whose gradient, built after the step's
+    loss in the graph of the step (Keras' ``train_step``, or a ``GradientTape`` of one's own),
+    raises unless the loss read ``distribution``; otherwise its gradient is zero. A gradient
+    traced in another graph (a SavedModel tracing the layer's custom gradients) is not a step
+    and is not checked."""
+    step_graph = tf.compat.v1.get_default_graph()  # the global graph when eager
+
+    @tf.custom_gradient
+    def zero(packed: tf.Tensor):
+        def gradient(upstream: tf.Tensor) -> tf.Tensor:
+            if tf.compat.v1.get_default_graph() is step_graph and not distribution.read:
+                raise ValueError(
+                    f"{name}: the loss does not read the model's predictive distribution, so the "
+                    "likelihood would not train (compile() without a loss trains the KL terms "
+                    "alone, 'mse' the mean of y); compile(loss=gpflux_avdgp.AVDGPLoss()), or read "
+                    "gpflux_avdgp.predictive.predictive_distribution(y_pred) in a loss of your own"
+                )
+            return tf.zeros_like(packed)
+
+        return tf.zeros([], packed.dtype), gradient
+
+    return zero(inputs)

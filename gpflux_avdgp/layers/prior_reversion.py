@@ -126,12 +126,14 @@ class PriorReversion:
         """Place the anchors on the amortization inputs of a call of
         :func:`~gpflux_avdgp.layers.anchor_placement.place_anchors` (``AVDGPModel.fit`` makes
         one before training); a training graph traced while they are not yet placed places
-        them on its first batch."""
+        them on its first global batch (every replica's rows, so that every replica and one
+        device place the same anchors)."""
         if self._placing_anchors:  # eager, inside place_anchors
             self.anchors.assign(spread_rows(amortization_input, self.num_anchors))
             self.anchors_placed.assign(1)
         elif training and not self._anchors_placed_now():
-            first = spread_rows(amortization_input, self.num_anchors)  # [K, D]
+            rows = every_replicas_rows(amortization_input)  # [B_global, D]
+            first = spread_rows(rows, self.num_anchors)  # [K, D]
             self.anchors.assign(tf.where(self.anchors_placed > 0, self.anchors, first))
             self.anchors_placed.assign(1)
 

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from gpflux_avdgp import AmortizedGPLayer, AVDGPModel, SigmaPointGPLayer
+from gpflux_avdgp import AmortizedGPLayer, AVDGPModel, SigmaPointGPLayer, TrainableLikelihood
 
 
 def test_a_kernel_for_another_width_fails_at_build_naming_the_layer():
@@ -91,6 +91,30 @@ def test_a_plain_sequential_refuses_an_unwrapped_gpflux_layer_at_the_first_call(
     assert (
         f"{gp_layer.name}: a GPLayer reads the packed mixture [batch, components, 2 * D + 1] "
         "of 'gp' as features; wrap it: gpflux_avdgp.SigmaPointGPLayer(gp_layer)"
+    ) in [line.strip() for line in str(caught.value).splitlines()]
+
+
+@pytest.mark.parametrize("kind", ["sequential", "functional"])
+def test_the_likelihood_after_an_unwrapped_gpflux_layer_names_the_wrapper(kind):
+    """Built layer by layer, the likelihood meets the GPflux layer's output before our layer's
+    first call on data sees its reader: it names the same fix as AVDGPModel."""
+    inputs = tf_keras.Input((2,), dtype=tf.float64)
+    layers = [
+        AmortizedGPLayer(2, 2, 10, name="gp"),
+        _gp_layer(2, 1.0),
+        TrainableLikelihood(gpflow.likelihoods.Gaussian(0.1), name="likelihood"),
+    ]
+    with pytest.raises(ValueError) as caught:
+        if kind == "sequential":
+            tf_keras.Sequential([inputs, *layers])
+        else:
+            outputs = inputs
+            for layer in layers:
+                outputs = layer(outputs)
+    assert (
+        "likelihood: reads a GPflux layer's output (one Gaussian q(f) per row), not a packed "
+        "mixture; a GPflux GPLayer after a GP layer of ours: wrap it: "
+        "gpflux_avdgp.SigmaPointGPLayer(gp_layer)"
     ) in [line.strip() for line in str(caught.value).splitlines()]
 
 

@@ -1,7 +1,9 @@
 """Train the same small AVDGP on one device and under MirroredStrategy on two logical CPUs.
 
-    python mirrored_fit.py RULE [guard]  ->  prints one JSON line: losses and weights of both
-    runs (``guard``: the model has an input guard)
+    python mirrored_fit.py RULE [guard|functional]  ->  prints one JSON line: losses and
+    weights of both runs (``guard``: the model has an input guard; ``functional``: a Functional
+    model of the same layers, whose anchors are placed in the first step, not by
+    ``place_anchors`` before ``fit``)
 
 Used by tests/training/test_distributed.py (logical devices must be set before TensorFlow starts, so
 this runs in its own process).
@@ -26,7 +28,8 @@ from gpflow.keras import tf_keras  # noqa: E402
 import gpflux_avdgp  # noqa: E402
 
 
-def train(strategy: tf.distribute.Strategy, rule: str, guard: bool) -> tuple[list, list]:
+def train(strategy: tf.distribute.Strategy, rule: str, option: str) -> tuple[list, list]:
+    guard = option == "guard"
     rng = np.random.default_rng(0)
     x = rng.normal(size=(200, 2))
     y = np.sin(x[:, :1]) + 0.1 * rng.normal(size=(200, 1))
@@ -36,6 +39,12 @@ def train(strategy: tf.distribute.Strategy, rule: str, guard: bool) -> tuple[lis
         model = gpflux_avdgp.build_avdgp(
             2, [2, 1], [4, 3], 200, likelihood, rule=rule, num_points=4, seed=1, guard=guard
         )
+        if option == "functional":
+            inputs = tf_keras.Input((2,), dtype=tf.float64)
+            outputs = inputs
+            for layer in model.layers:
+                outputs = layer(outputs)
+            model = tf_keras.Model(inputs, outputs)
         # SGD with a guard: Adam's steps would hide a gradient scaled by the replicas
         optimizer = tf_keras.optimizers.SGD(0.02) if guard else tf_keras.optimizers.Adam(0.02)
         model.compile(optimizer, loss=gpflux_avdgp.AVDGPLoss(likelihood))
@@ -46,9 +55,9 @@ def train(strategy: tf.distribute.Strategy, rule: str, guard: bool) -> tuple[lis
 
 
 def main() -> None:
-    rule, guard = sys.argv[1], sys.argv[2:] == ["guard"]
-    single = train(tf.distribute.OneDeviceStrategy("/cpu:0"), rule, guard)
-    mirrored = train(tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]), rule, guard)
+    rule, option = sys.argv[1], (sys.argv[2:] or [""])[0]
+    single = train(tf.distribute.OneDeviceStrategy("/cpu:0"), rule, option)
+    mirrored = train(tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]), rule, option)
     print(json.dumps({"single": single, "mirrored": mirrored}))
 
 

@@ -43,6 +43,13 @@ def test_mirrored_strategy_with_an_input_guard_matches_one_device():
     _check_mirrored_matches_one_device("ar2p", "guard")
 
 
+@pytest.mark.slow
+def test_a_functional_model_under_mirrored_strategy_matches_one_device_without_place_anchors():
+    """Its anchors are placed in the first step, on the global batch's rows on every replica
+    (each replica's own half placed other anchors: loss 4.076 against 4.004 on one device)."""
+    _check_mirrored_matches_one_device("ar2p", "functional")
+
+
 def _check_mirrored_matches_one_device(*args: str) -> None:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
     done = subprocess.run(
