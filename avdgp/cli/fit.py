@@ -51,15 +51,15 @@ def fit_command(args) -> int:
     )
     scaler = Standardizer.fit(split.x_train, split.y_train, standardize_targets=not classification)
     load_tensorflow()
-    from avdgp.training.runner import run
+    from avdgp.training.runner import SplitData
+    from avdgp.training.skeleton import run
 
     from ..training.distribute import is_chief, worker_name
 
     strategy = _fit_strategy(args.strategy)  # before TensorFlow runs any operation
     chief = strategy is None or is_chief(strategy)
     split = scaler.transform_split(split)
-    spec = model_spec(args, num_classes=len(classes) if classes else 2)
-    spec.resolved_dims(), spec.resolved_inducing()  # validate before loading TF graphs
+    spec = model_spec(args, num_classes=len(classes) if classes else 2)  # sizes checked
     config = train_config(args)
     check_step_memory(spec, split.x_train.shape[1], config.batch_size)
     if chief:  # every input checked: what is read, before the first epoch
@@ -67,8 +67,8 @@ def fit_command(args) -> int:
         _announce_data(args, dataset, len(dataset.inputs))
     with _one_line_warnings():
         record = run(
+            SplitData(split),
             spec,
-            split,
             config,
             dataset=dataset.name,
             standardizer=scaler,  # classification: inputs only (y_mean 0, y_std 1)
@@ -284,7 +284,8 @@ def _fit_streaming(args) -> int:
     """``fit`` on CSV shards streamed from disk: the training shards are scanned once (rows,
     standardiser) and streamed every epoch; the test shards (``--test-data``, else the last
     ``ceil(--test-fraction x shards)`` of DATA's) are streamed and scored chunk by chunk."""
-    from avdgp.training.streaming import run_streaming
+    from avdgp.training.skeleton import run
+    from avdgp.training.streaming import ShardData
 
     from ..data import DataError
     from ..data.shards import scan_csv_shards
@@ -303,8 +304,7 @@ def _fit_streaming(args) -> int:
             "not have; leave it out (the last epoch's weights are kept)"
         )
     classification = args.task == "classification"
-    spec = model_spec(args)
-    spec.resolved_dims(), spec.resolved_inducing()  # validate before reading the shards
+    spec = model_spec(args)  # sizes checked before the shards are read
     if args.patience:
         raise CommandLineError(
             "avdgp fit: --patience stops on the validation NLL, which streamed CSV shards do not "
@@ -327,16 +327,16 @@ def _fit_streaming(args) -> int:
             )
     _check_save_dir_free(args)
     _announce_data(args, train, train.num_rows)
-    record = run_streaming(
+    standardizer = train.standardizer(standardize_targets=not classification)
+    save_dir = Path(args.save) if args.save else None
+    record = run(
+        ShardData(train, test, standardizer=standardizer, classes=classes, save_dir=save_dir),
         spec,
-        train,
-        test,
         config,
         dataset=args.data,
-        standardizer=train.standardizer(standardize_targets=not classification),
-        classes=classes,
+        standardizer=standardizer,
         stream=progress_stream(args),
-        save_dir=Path(args.save) if args.save else None,
+        save_dir=save_dir,
         data_columns=_data_columns(args, train, None if classes is None else list(classes)),
     )
     return _finish(args, record, _columns_line(args, train))

@@ -8,25 +8,21 @@ with :mod:`avdgp.metrics`, in standardised units (the paper's) and in original u
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
-from typing import Optional, TextIO
+from typing import Optional
 
 import numpy as np
-import tensorflow as tf
 
 from avdgp import metrics
 from avdgp.data import Split, Standardizer
 from avdgp.training.config import TrainConfig
 from avdgp.training.fit import best_epoch_callbacks, fit_model
-from avdgp.training.record import DataColumns, RunRecord
 from avdgp.training.rundir import (
     BEST_EPOCH_DIR,
     array_data,
 )
-from avdgp.training.skeleton import Scored, Trained, run_on
-from avdgp.zoo import BuiltModel, ModelSpec, Task
+from avdgp.training.skeleton import Scored, Trained
+from avdgp.zoo import BuiltModel, Task
 from gpflux_avdgp.callbacks import ValidationNLL
 from gpflux_avdgp.objectives import is_categorical
 from gpflux_avdgp.prediction import PredictiveMixture, predict_mixture
@@ -35,7 +31,6 @@ __all__ = [
     "SplitData",
     "class_probabilities",
     "classification_scores",
-    "run",
     "score_prediction",
 ]
 
@@ -98,7 +93,10 @@ def _timed_prediction(built: BuiltModel, inputs: np.ndarray, batch_size: int):
 class SplitData:
     """A run's data as arrays in memory: a standardised :class:`~avdgp.data.Split`.
 
-    :param test_curve: also score the test NLL after every epoch (time-to-accuracy plots).
+    :param test_curve: also score the test NLL after every epoch (for time-to-accuracy plots
+        only; the best epoch is chosen on validation data): the record's ``test_nll_curve`` is
+        ``[[epoch, nll], ...]`` and ``epoch_seconds`` the training seconds of each epoch,
+        without the scoring.
     """
 
     streamed_shards = None
@@ -161,52 +159,6 @@ class SplitData:
             )
             val, _ = score_prediction(val_prediction, split.y_val, task, standardizer)
         return Scored(test, test_original, val, seconds)
-
-
-def run(
-    spec: ModelSpec,
-    split: Split,
-    config: TrainConfig,
-    *,
-    dataset: str,
-    standardizer: Optional[Standardizer] = None,
-    stream: Optional[TextIO] = sys.stderr,
-    save_dir: Optional[Path] = None,
-    predict_batch_size: int = 1000,
-    strategy: Optional[tf.distribute.Strategy] = None,
-    test_curve: bool = False,
-    data_columns: Optional[DataColumns] = None,
-) -> RunRecord:
-    """Train ``spec`` on ``split`` (already standardised) and return the result record.
-
-    With ``test_curve`` the test NLL is also scored after every epoch (for time-to-accuracy
-    plots only; the best epoch is chosen on validation data): the record's
-    ``test_nll_curve`` is ``[[epoch, nll], ...]`` and ``epoch_seconds`` the training seconds
-    of each epoch, without the scoring.
-
-    The record (:class:`~avdgp.training.record.RunRecord`) holds the test scores in
-    standardised and (regression) original units, the validation scores, the seconds per
-    epoch (after the first, which includes tracing) and of prediction, the kept and last
-    epochs, the settings and the architecture. With ``save_dir`` it is written to
-    ``run.json`` with ``data_columns`` (the CSV layout, for ``avdgp predict``).
-
-    With a ``tf.distribute`` ``strategy`` the model is built, compiled and trained in its
-    scope (see :func:`fit_model`); under multi-worker training every worker runs this with the
-    same arguments, and only the chief writes ``save_dir`` (the others check it, and save to
-    a temporary folder that is removed).
-    """
-    return run_on(
-        SplitData(split, test_curve=test_curve),
-        spec,
-        config,
-        dataset=dataset,
-        standardizer=standardizer,
-        stream=stream,
-        save_dir=save_dir,
-        predict_batch_size=predict_batch_size,
-        strategy=strategy,
-        data_columns=data_columns,
-    )
 
 
 def _curve(scorer: ValidationNLL) -> list[list]:

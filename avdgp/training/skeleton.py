@@ -1,4 +1,4 @@
-"""One run, whatever the source of its data: :func:`run_on` prepares (or resumes) the save
+"""One run, whatever the source of its data: :func:`run` prepares (or resumes) the save
 folder, builds the model, trains it, scores it, records and saves the run. A :class:`RunData`
 says how to train and score on its data: arrays in memory
 (:class:`~avdgp.training.runner.SplitData`) or CSV shards streamed from disk
@@ -32,7 +32,7 @@ from avdgp.training.rundir import (
 from avdgp.zoo import BuiltModel, ModelSpec, Task, build_model
 from gpflux_avdgp.validation import check_choice
 
-__all__ = ["RunData", "Scored", "Trained", "run_on", "run_record"]
+__all__ = ["RunData", "Scored", "Trained", "run", "run_record"]
 
 
 class Trained(NamedTuple):
@@ -56,7 +56,7 @@ class Scored(NamedTuple):
 class RunData(Protocol):
     """Where a run's data come from: arrays in memory (:class:`SplitData`) or CSV shards
     streamed from disk (:class:`~avdgp.training.streaming.ShardData`). The rest of a
-    run is one skeleton, :func:`run_on`."""
+    run is one skeleton, :func:`run`."""
 
     #: ``(n_train, n_val, n_test, input width D)``.
     sizes: tuple[int, int, int, int]
@@ -92,7 +92,7 @@ class RunData(Protocol):
 
 
 @locks_save_dir
-def run_on(
+def run(
     data: RunData,
     spec: ModelSpec,
     config: TrainConfig,
@@ -105,9 +105,23 @@ def run_on(
     strategy: Optional[tf.distribute.Strategy] = None,
     data_columns: Optional[DataColumns] = None,
 ) -> RunRecord:
-    """The one skeleton of a run, whatever the data's source: prepare (or resume) the save
-    folder, build ``spec`` under the float type (in ``strategy``'s scope), train, score, record
-    and save. See :func:`run` for the record and the strategy."""
+    """Train ``spec`` on ``data`` and return the result record, whatever the data's source
+    (arrays in memory, :class:`~avdgp.training.runner.SplitData`, already standardised; CSV
+    shards streamed from disk, :class:`~avdgp.training.streaming.ShardData`): prepare (or
+    resume) the save folder, build ``spec`` under the float type, train, score, record and
+    save.
+
+    The record (:class:`~avdgp.training.record.RunRecord`) holds the test scores in
+    standardised and (regression) original units, the validation scores, the seconds per
+    epoch (after the first, which includes tracing) and of prediction, the kept and last
+    epochs, the settings and the architecture. With ``save_dir`` it is written to
+    ``run.json`` with ``data_columns`` (the CSV layout, for ``avdgp predict``).
+
+    With a ``tf.distribute`` ``strategy`` the model is built, compiled and trained in its
+    scope (see :func:`~avdgp.training.fit.fit_model`); under multi-worker training every worker
+    runs this with the same arguments, and only the chief writes ``save_dir`` (the others
+    check it, and save to a temporary folder that is removed).
+    """
     task = check_choice("task", spec.task, Task)
     chief = strategy is None or is_chief(strategy)
     backup_dir = None

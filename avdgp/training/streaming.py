@@ -1,22 +1,21 @@
 """Train one model on CSV shards streamed from disk and score it on streamed test shards.
 
-The counterpart of :func:`~avdgp.training.runner.run` for data larger than memory
+The counterpart of :class:`~avdgp.training.runner.SplitData` for data larger than memory
 (``avdgp fit 'shards/*.csv.gz'``): the training shards are scanned once for their row count and
 standardiser (:func:`~avdgp.data.shards.scan_csv_shards`), then streamed every epoch
 (:func:`~avdgp.data.pipeline.csv_shard_dataset`); the test shards are streamed in chunks,
 each chunk predicted and scored, and the chunk scores merged. :class:`ShardData` is that data
 source; the run itself is the one skeleton
-:func:`~avdgp.training.skeleton.run_on`, so the result is the same
-:class:`~avdgp.training.record.RunRecord` as ``run``'s (no validation set: ``n_val`` 0, ``val``
+:func:`~avdgp.training.skeleton.run`, so the result is the same
+:class:`~avdgp.training.record.RunRecord` as with arrays (no validation set: ``n_val`` 0, ``val``
 ``None``; ``streamed_shards`` set).
 """
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
-from typing import Optional, TextIO
+from typing import Optional
 
 import numpy as np
 import tensorflow as tf
@@ -27,19 +26,18 @@ from avdgp.data.pipeline import csv_shard_dataset
 from avdgp.data.shards import ShardStatistics, scan_csv_shards
 from avdgp.training.config import TrainConfig
 from avdgp.training.fit import fit_model_on_dataset
-from avdgp.training.record import DataColumns, RunRecord
 from avdgp.training.rundir import shard_data
 from avdgp.training.runner import (
     class_probabilities,
     classification_scores,
     score_prediction,
 )
-from avdgp.training.skeleton import Scored, Trained, run_on
-from avdgp.zoo import BuiltModel, ModelSpec, Task
+from avdgp.training.skeleton import Scored, Trained
+from avdgp.zoo import BuiltModel, Task
 from gpflux_avdgp.prediction import predict_mixture
-from gpflux_avdgp.validation import check_choice, check_positive_int
+from gpflux_avdgp.validation import check_positive_int
 
-__all__ = ["ShardData", "check_test_shards", "run_streaming", "score_streamed"]
+__all__ = ["ShardData", "check_test_shards", "score_streamed"]
 
 #: Rows of training data used to initialise global inducing points (svgp, dsdgp, dspp).
 INIT_ROWS = 4096
@@ -195,7 +193,19 @@ def _init_rows(
 
 
 class ShardData:
-    """A run's data as CSV shards streamed from disk (see :func:`run_streaming`)."""
+    """A run's data as CSV shards streamed from disk, for :func:`~avdgp.training.skeleton.run`.
+
+    Every epoch streams ``train`` through :func:`~avdgp.data.pipeline.csv_shard_dataset`
+    (standardised by ``standardizer``, shard order and a ``shuffle_buffer``-line buffer
+    shuffled by ``config.seed`` and the epoch read from the optimizer's step counter, so a run
+    interrupted under ``save_dir`` resumes exactly). The model's ``num_data`` is
+    ``train.num_rows``; the record's ``n_val`` is 0.
+
+    :param train: the scan of the training shards.
+    :param test: the scan of the test shards (same columns; checked, :func:`check_test_shards`).
+    :param standardizer: e.g. ``train.standardizer()``; classification: inputs only.
+    :param classes: the two labels of a classification target (``train.target_classes()``).
+    """
 
     def __init__(
         self,
@@ -203,12 +213,13 @@ class ShardData:
         test: ShardStatistics,
         *,
         standardizer: Optional[Standardizer],
-        classes: Optional[tuple[float, float]],
-        save_dir: Optional[Path],
-        shuffle_buffer: int,
-        num_parallel_reads: int,
-        test_chunk_rows: int,
+        classes: Optional[tuple[float, float]] = None,
+        save_dir: Optional[Path] = None,
+        shuffle_buffer: int = 10_000,
+        num_parallel_reads: int = 4,
+        test_chunk_rows: int = 50_000,
     ):
+        check_test_shards(train, test)
         self.train_shards, self.test_shards = train, test
         self.standardizer, self.classes, self.save_dir = standardizer, classes, save_dir
         self.shuffle_buffer, self.num_parallel_reads = shuffle_buffer, num_parallel_reads
@@ -278,62 +289,3 @@ class ShardData:
                 raise
             raise failure from None
         return Scored(test_scores, test_original, None, seconds)
-
-
-def run_streaming(
-    spec: ModelSpec,
-    train: ShardStatistics,
-    test: ShardStatistics,
-    config: TrainConfig,
-    *,
-    dataset: str,
-    standardizer: Optional[Standardizer],
-    classes: Optional[tuple[float, float]] = None,
-    stream: Optional[TextIO] = sys.stderr,
-    save_dir: Optional[Path] = None,
-    predict_batch_size: int = 1000,
-    shuffle_buffer: int = 10_000,
-    num_parallel_reads: int = 4,
-    test_chunk_rows: int = 50_000,
-    data_columns: Optional[DataColumns] = None,
-) -> RunRecord:
-    """Train ``spec`` on the streamed training shards and score it on the test shards.
-
-    Every epoch streams ``train`` through :func:`~avdgp.data.pipeline.csv_shard_dataset`
-    (standardised by ``standardizer``, shard order and a ``shuffle_buffer``-line buffer
-    shuffled by ``config.seed`` and the epoch read from the optimizer's step counter, so a run
-    interrupted under ``save_dir`` resumes exactly). The model's ``num_data`` is
-    ``train.num_rows``. The rest is :func:`~avdgp.training.runner.run_on`'s skeleton.
-
-    :param train: the scan of the training shards.
-    :param test: the scan of the test shards (same columns).
-    :param standardizer: e.g. ``train.standardizer()``; classification: inputs only.
-    :param classes: the two labels of a classification target (``train.target_classes()``).
-    :param data_columns: the CSV layout written to ``run.json`` with ``save_dir``.
-    :returns: the record of :func:`~avdgp.training.runner.run` (``n_val`` 0).
-    """
-    task = check_choice("task", spec.task, Task)
-    if (task is Task.CLASSIFICATION) != (classes is not None):
-        raise ValueError("classes: expected the two labels for classification, None otherwise")
-    check_test_shards(train, test)
-    data = ShardData(
-        train,
-        test,
-        standardizer=standardizer,
-        classes=classes,
-        save_dir=save_dir,
-        shuffle_buffer=shuffle_buffer,
-        num_parallel_reads=num_parallel_reads,
-        test_chunk_rows=test_chunk_rows,
-    )
-    return run_on(
-        data,
-        spec,
-        config,
-        dataset=dataset,
-        standardizer=standardizer,
-        stream=stream,
-        save_dir=save_dir,
-        predict_batch_size=predict_batch_size,
-        data_columns=data_columns,
-    )

@@ -216,13 +216,29 @@ class ModelSpec:
             raise ValueError(f"num_classes: expected 2 or more classes, got {num_classes}")
         return 1 if num_classes == 2 else num_classes
 
+    def __post_init__(self) -> None:
+        """Check the sizes and resolve them once (:meth:`resolved_layers`,
+        :meth:`resolved_dims`, :meth:`resolved_inducing`): a spec that exists is buildable in
+        its sizes, and every reader sees the same values."""
+        layers = 1 if self.kind in SHALLOW else check_positive_int("num_layers", self.num_layers)
+        object.__setattr__(self, "_layers", layers)
+        object.__setattr__(self, "_dims", tuple(self._dims_of(layers)))
+        object.__setattr__(self, "_inducing", tuple(self._inducing_of(layers)))
+
     def resolved_layers(self) -> int:
-        return 1 if self.kind in SHALLOW else check_positive_int("num_layers", self.num_layers)
+        """GP layers (shallow models: 1)."""
+        return self._layers
 
     def resolved_dims(self) -> list[int]:
         """Output widths of all layers, e.g. ``[16, 4, 1]`` (the last is :meth:`output_dim`)."""
+        return list(self._dims)
+
+    def resolved_inducing(self) -> list[int]:
+        """Inducing points per layer (for ``solve-gp``: ``[M1, M2]`` of its one layer)."""
+        return list(self._inducing)
+
+    def _dims_of(self, layers: int) -> list[int]:
         output_dim = self.output_dim()
-        layers = self.resolved_layers()
         if layers == 1:
             if self.kind not in SHALLOW and self.hidden_dims:
                 raise ValueError(
@@ -240,9 +256,7 @@ class ModelSpec:
             )
         return hidden + [output_dim]
 
-    def resolved_inducing(self) -> list[int]:
-        """Inducing points per layer (for ``solve-gp``: ``[M1, M2]`` of its one layer)."""
-        layers = self.resolved_layers()
+    def _inducing_of(self, layers: int) -> list[int]:
         if self.kind is ModelKind.SOLVE_GP:
             if self.num_inducing is None:
                 return list(PAPER_INDUCING)

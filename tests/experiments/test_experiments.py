@@ -23,6 +23,8 @@ from avdgp.experiments.bench import tables as bench_tables
 from avdgp.experiments.demo import run as demo
 from avdgp.metrics import multiclass_metrics
 from avdgp.training import runner
+from avdgp.training.runner import SplitData
+from avdgp.training.skeleton import run
 from gpflux_avdgp import AmortizedGPLayer, PredictiveMixture, SigmaPointGPLayer, load_model
 from gpflux_avdgp.layers.inference import MLPInference
 from gpflux_avdgp.objectives import Objective
@@ -325,7 +327,7 @@ def test_run_returns_the_documented_record(rng):
     split = Split(x[:80], y[:80], x[80:90], y[80:90], x[90:], y[90:])
     spec = zoo.ModelSpec(num_layers=2, hidden_dims=[2], num_inducing=[3], num_points=3)
     config = training.TrainConfig.from_preset("paper", epochs=2, batch_size=40, seed=3)
-    record = runner.run(spec, split, config, dataset="toy", stream=None)
+    record = run(SplitData(split), spec, config, dataset="toy", stream=None)
     assert isinstance(record, training.RunRecord)
     assert (record.model, record.dataset, record.epochs, record.seed) == ("avdgp", "toy", 2, 3)
     assert record.streamed_shards is None and record.task == "regression"

@@ -36,7 +36,8 @@ from avdgp.training import (
     float_type,
 )
 from avdgp.training.fit import _describe_non_finite_step, best_epoch_callbacks
-from avdgp.training.runner import run
+from avdgp.training.runner import SplitData
+from avdgp.training.skeleton import run
 from avdgp.zoo import ModelSpec, build_model
 from gpflux_avdgp.layers.base import NON_FINITE_MESSAGE
 
@@ -219,11 +220,11 @@ def test_run_refuses_a_folder_with_other_settings_or_a_finished_run(tmp_path, rn
     other_data = dataclasses.replace(split, x_train=split.x_train + 1)
     with pytest.raises(ValueError, match="data_sha256"):
         prepare_split_run_dir(tmp_path, SPEC, other_data, config, "toy")
-    record = run(SPEC, split, config, dataset="toy", stream=None, save_dir=tmp_path)
+    record = run(SplitData(split), SPEC, config, dataset="toy", stream=None, save_dir=tmp_path)
     assert record.resumed_from_epoch == 0
     assert (tmp_path / "run.json").exists() and not (tmp_path / "backup").exists()
     with pytest.raises(ValueError, match="holds a finished run"):
-        run(SPEC, split, config, dataset="toy", stream=None, save_dir=tmp_path)
+        run(SplitData(split), SPEC, config, dataset="toy", stream=None, save_dir=tmp_path)
 
 
 class _PoisonLayer(tf_keras.callbacks.Callback):

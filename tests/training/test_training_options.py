@@ -13,7 +13,8 @@ from gpflow.keras import tf_keras
 
 from avdgp import training, zoo
 from avdgp.data import Split
-from avdgp.training import runner
+from avdgp.training.runner import SplitData
+from avdgp.training.skeleton import run
 from gpflux_avdgp import (
     AmortizedGPLayer,
     AVDGPLoss,
@@ -176,7 +177,7 @@ def test_restore_best_ends_with_the_weights_of_the_best_epoch(rng):
     config = training.TrainConfig.from_preset(
         "paper", epochs=6, batch_size=20, learning_rate=0.3, seed=0, restore_best=True
     )
-    record = runner.run(spec, split, config, dataset="toy", stream=None)
+    record = run(SplitData(split), spec, config, dataset="toy", stream=None)
     curve = dict(record.val_nll_curve)
     assert len(curve) == 6
     best = min(curve, key=curve.get)
@@ -193,9 +194,9 @@ def test_patience_stops_with_the_best_epoch_of_the_full_run(rng):
     split = Split(x[:100], y[:100], x[100:130], y[100:130], x[130:], y[130:])
     spec = zoo.ModelSpec(num_layers=1, num_inducing=[3], seed=0)
     settings = dict(epochs=8, batch_size=20, learning_rate=0.3, seed=0, restore_best=True)
-    full = runner.run(
+    full = run(
+        SplitData(split),
         spec,
-        split,
         training.TrainConfig.from_preset("paper", **settings),
         dataset="toy",
         stream=None,
@@ -208,9 +209,9 @@ def test_patience_stops_with_the_best_epoch_of_the_full_run(rng):
             expected_stop = epoch + 1
             break
     assert expected_stop < len(curve)  # the curve makes this run stop early
-    stopped = runner.run(
+    stopped = run(
+        SplitData(split),
         spec,
-        split,
         training.TrainConfig.from_preset("paper", **settings, patience=patience),
         dataset="toy",
         stream=None,
@@ -244,7 +245,7 @@ def test_restore_best_needs_validation_rows(rng):
     split = Split(x[:40], y[:40], x[:0], y[:0], x[40:], y[40:])
     config = training.TrainConfig.from_preset("paper", epochs=1, batch_size=20, restore_best=True)
     with pytest.raises(ValueError, match="restore_best: selecting the best epoch needs validation"):
-        runner.run(zoo.ModelSpec(num_layers=1, num_inducing=[3]), split, config, dataset="t")
+        run(SplitData(split), zoo.ModelSpec(num_layers=1, num_inducing=[3]), config, dataset="t")
 
 
 # ------------------------------------------------------------------------- presets

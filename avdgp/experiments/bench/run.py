@@ -32,7 +32,8 @@ from avdgp.experiments.bench.results import (
 )
 from avdgp.experiments.bench.tables import plot_time_curves, summarise
 from avdgp.training import RunRecord, TrainConfig, TrainingDiverged
-from avdgp.training.runner import run
+from avdgp.training.runner import SplitData
+from avdgp.training.skeleton import run
 from avdgp.zoo import ModelSpec, model_label, parse_model_name, split_design
 
 __all__ = [
@@ -168,13 +169,12 @@ def _run_one(
     )
     try:
         record = run(
+            SplitData(split, test_curve=True),
             spec,
-            split,
             config,
             dataset=dataset,
             standardizer=scaler,
             stream=stream,
-            test_curve=True,
         )
     except (TrainingDiverged, tf.errors.InvalidArgumentError) as error:
         message = str(error).strip().splitlines()[0][:200]

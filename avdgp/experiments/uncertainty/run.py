@@ -1,7 +1,7 @@
 """``avdgp uncertainty``: how far each model's predictive uncertainty can be trusted.
 
 Three kinds of problem, each trained and scored by the same harness as ``avdgp bench``
-(:func:`~avdgp.training.skeleton.run_on`: Adam, the preset's schedule and best-epoch
+(:func:`~avdgp.training.skeleton.run`: Adam, the preset's schedule and best-epoch
 selection on a validation split; on the 1-D problems Adam starts at 0.01):
 
 * ``far``: 1000 points of ``sin(3 x) + 0.1 noise`` with ``x`` uniform in ``[-2, 2]``; the
@@ -46,7 +46,7 @@ from avdgp.experiments.uncertainty.problems import (
 )
 from avdgp.training import TrainConfig, TrainingDiverged
 from avdgp.training.runner import SplitData
-from avdgp.training.skeleton import Scored, run_on
+from avdgp.training.skeleton import Scored, run
 from avdgp.zoo import ModelSpec, model_label, parse_model_name, split_design
 from gpflux_avdgp.prediction import PredictiveMixture, predict_mixture
 
@@ -331,7 +331,7 @@ def run_uncertainty(
         )
         row = dict(zip(("problem", "model", "seed", "epochs", "preset"), key))
         try:
-            record = run_on(data, spec, config, dataset=name, standardizer=scaler, stream=stream)
+            record = run(data, spec, config, dataset=name, standardizer=scaler, stream=stream)
         except (TrainingDiverged, ValueError) as error:
             row["status"] = "failed: " + str(error).strip().splitlines()[0][:200]
         else:
