@@ -401,6 +401,29 @@ def test_a_plain_model_without_trainable_likelihood_warns_that_the_noise_will_no
     assert held.variance.numpy() != pytest.approx(0.1)
 
 
+def test_a_subclassed_model_holding_the_likelihood_layer_as_an_attribute_trains_it_unwarned():
+    """Issue 49: a subclassed model with the GP and likelihood layers as attributes was warned
+    that the variance would not train (it trained: 0.1 -> 0.163)."""
+
+    class Subclassed(tf_keras.Model):
+        def __init__(self, gp, likelihood_layer):
+            super().__init__()
+            self.gp, self.likelihood_layer = gp, likelihood_layer
+
+        def call(self, inputs):
+            return self.likelihood_layer(self.gp(inputs))
+
+    x, y = regression_data()
+    likelihood = gpflow.likelihoods.Gaussian(variance=0.1)
+    built = ga.build_avdgp(x.shape[1], [1], 4, len(x), likelihood, num_points=4, seed=0)
+    model = Subclassed(built.layers[0], built.layers[-1])
+    model.compile(tf_keras.optimizers.Adam(0.05), loss=ga.AVDGPLoss())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        model.fit(x, y, batch_size=50, epochs=2, verbose=0)
+    assert likelihood.variance.numpy() != pytest.approx(0.1)
+
+
 @SLOW
 def test_load_model_of_a_saved_model_folder_is_quiet_and_restores_the_optimizer(
     regressor, tmp_path, caplog
