@@ -228,7 +228,7 @@ def test_a_lost_worker_is_reported_in_one_line(capsys, monkeypatch, data):
     a worker killed after its first epoch): one line naming the lost task, exit status 1."""
     import tensorflow as tf
 
-    import avdgp.training.runner as runner
+    import avdgp.training.skeleton as skeleton
 
     def lost(*args, **kwargs):
         raise tf.errors.UnavailableError(
@@ -241,7 +241,7 @@ def test_a_lost_worker_is_reported_in_one_line(capsys, monkeypatch, data):
             "The tasks have crashed.",
         )
 
-    monkeypatch.setattr(runner, "run", lost)
+    monkeypatch.setattr(skeleton, "run", lost)
     status = main(["fit", str(data), "--quiet"])
     captured = capsys.readouterr()
     assert status == 1 and captured.out == ""
