@@ -115,14 +115,23 @@ def test_an_avdgp_trains_the_same_with_flat_adam_in_fewer_ops():
     assert ops["flat"] < 8 * variables + 40
 
 
-def test_a_model_saved_with_flat_adam_reloads_it_and_continues_the_same(tmp_path):
+@pytest.fixture(scope="module")
+def saved_flat(tmp_path_factory):
+    """A model trained 2 epochs with FlatAdam and saved as ``.keras``, with its data: the
+    reload tests share one fit."""
     x, y = _data()
     tf_keras.utils.set_random_seed(0)
     model = _model()
     model.compile(FlatAdam(0.01))
     model.fit(x, y, batch_size=20, epochs=2, shuffle=False, verbose=0)
-    model.save(tmp_path / "model.keras")
-    reloaded = ga.load_model(str(tmp_path / "model.keras"))
+    path = tmp_path_factory.mktemp("flat_adam") / "model.keras"
+    model.save(path)
+    return model, path, x, y
+
+
+def test_a_model_saved_with_flat_adam_reloads_it_and_continues_the_same(saved_flat):
+    model, path, x, y = saved_flat
+    reloaded = ga.load_model(str(path))
     assert isinstance(reloaded.optimizer, FlatAdam)
     assert reloaded.optimizer.iterations.numpy() == 6
     for mine, theirs in zip(reloaded.optimizer.variables, model.optimizer.variables):
@@ -171,7 +180,22 @@ def test_flat_adam_refuses_several_replicas():
     assert "2 replicas" in done.stdout and "use tf_keras.optimizers.Adam" in done.stdout
 
 
-def test_a_savedmodel_and_a_checkpoint_keep_flat_adam_s_state(tmp_path):
+def test_a_checkpoint_keeps_flat_adam_s_state(tmp_path):
+    x, y = _data()
+    model = _model()
+    model.compile(FlatAdam(0.01))
+    model.fit(x, y, batch_size=20, epochs=1, shuffle=False, verbose=0)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+    path = checkpoint.write(str(tmp_path / "checkpoint"))
+    moments = [v.numpy() for v in model.optimizer.variables]
+    model.fit(x, y, batch_size=20, epochs=1, shuffle=False, verbose=0)
+    checkpoint.read(path).assert_consumed()
+    for mine, theirs in zip(model.optimizer.variables, moments):
+        np.testing.assert_array_equal(mine.numpy(), theirs)
+
+
+@pytest.mark.slow  # a SavedModel save traces every call; the .keras reload above is the fast test
+def test_a_savedmodel_keeps_flat_adam_s_state(tmp_path):
     x, y = _data()
     model = _model()
     model.compile(FlatAdam(0.01))
@@ -181,13 +205,6 @@ def test_a_savedmodel_and_a_checkpoint_keep_flat_adam_s_state(tmp_path):
     assert reloaded.optimizer.iterations.numpy() == 3
     for mine, theirs in zip(reloaded.optimizer.variables, model.optimizer.variables):
         np.testing.assert_array_equal(mine.numpy(), theirs.numpy())
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
-    path = checkpoint.write(str(tmp_path / "checkpoint"))
-    moments = [v.numpy() for v in model.optimizer.variables]
-    model.fit(x, y, batch_size=20, epochs=1, shuffle=False, verbose=0)
-    checkpoint.read(path).assert_consumed()
-    for mine, theirs in zip(model.optimizer.variables, moments):
-        np.testing.assert_array_equal(mine.numpy(), theirs)
 
 
 KERAS_LOAD_SCRIPT = """
@@ -199,18 +216,14 @@ print(type(model.optimizer).__name__, int(model.optimizer.iterations.numpy()))
 """
 
 
-def test_keras_own_loader_reloads_a_model_saved_with_flat_adam(tmp_path):
-    x, y = _data()
-    model = _model()
-    model.compile(FlatAdam(0.01))
-    model.fit(x, y, batch_size=20, epochs=1, shuffle=False, verbose=0)
-    model.save(tmp_path / "model.keras")
+def test_keras_own_loader_reloads_a_model_saved_with_flat_adam(saved_flat):
+    _, path, _, _ = saved_flat  # the file as saved (the model may have trained on since)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
     done = subprocess.run(
-        [sys.executable, "-c", KERAS_LOAD_SCRIPT, str(tmp_path / "model.keras")],
+        [sys.executable, "-c", KERAS_LOAD_SCRIPT, str(path)],
         capture_output=True,
         text=True,
         env=env,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["FlatAdam", "3"]
+    assert done.stdout.split() == ["FlatAdam", "6"]

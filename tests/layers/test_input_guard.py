@@ -29,6 +29,17 @@ def _guarded(num_data: int, input_dim: int = 1, **kwargs) -> gpflux_avdgp.AVDGPM
     )  # fmt: skip
 
 
+@pytest.fixture(scope="module")
+def trained():
+    """A guarded model fitted 2 epochs on the gap data, with its data: shared by the tests that
+    only read it (one fit and trace instead of one per test)."""
+    x, y = _gap_data(np.random.default_rng(20261122))
+    model = _guarded(len(x))
+    model.compile(tf_keras.optimizers.Adam(0.01))
+    model.fit(x, y, epochs=2, batch_size=30, verbose=0)
+    return model, x, y
+
+
 def _reach_gate_numpy(x, anchors, reach, scale):
     distances = np.sqrt(((x[:, None, :] - anchors[None]) ** 2).sum(-1)).min(-1)
     return np.exp(-0.5 * (np.maximum(distances - reach, 0.0) / (scale * reach)) ** 2)
@@ -144,11 +155,8 @@ def test_the_variance_gate_follows_the_svgp_s_variance_on_training_rows():
     np.testing.assert_allclose(guard(tf.constant(tests))[1].numpy(), reach, rtol=1e-10)
 
 
-def test_prediction_mixes_the_guard_in_with_its_share_against_numpy(rng):
-    x, y = _gap_data(rng)
-    model = _guarded(len(x))
-    model.compile(tf_keras.optimizers.Adam(0.01))
-    model.fit(x, y, epochs=2, batch_size=30, verbose=0)
+def test_prediction_mixes_the_guard_in_with_its_share_against_numpy(trained):
+    model, x, y = trained
     tests = tf.constant(np.concatenate([np.linspace(-4, 4, 17), x[:1, 0]])[:, None])  # a row
     guard = model.guard
     hidden = model.layers[-3](tests, training=False)
@@ -171,13 +179,10 @@ def test_prediction_mixes_the_guard_in_with_its_share_against_numpy(rng):
     assert share.max() == pytest.approx(0.8) and share.min() == 0.0
 
 
-def test_beyond_the_reach_the_last_layer_reverts_to_its_prior(rng):
+def test_beyond_the_reach_the_last_layer_reverts_to_its_prior(trained):
     """The gate on x caps the last layer's reversion weight: where it is 0 the layer's
     components are its prior's, mean 0 (no mean function) and the kernel's variance."""
-    x, y = _gap_data(rng)
-    model = _guarded(len(x))
-    model.compile(tf_keras.optimizers.Adam(0.01))
-    model.fit(x, y, epochs=2, batch_size=30, verbose=0)
+    model, x, y = trained
     far = np.array([[-30.0], [30.0]])
     assert not model.guard(tf.constant(far))[1].numpy().any()
     mixed = gpflux_avdgp.predict_mixture(model, far)
@@ -189,19 +194,18 @@ def test_beyond_the_reach_the_last_layer_reverts_to_its_prior(rng):
     assert np.abs(ungated[0]).min() > 0.0  # the test would hold without the gate otherwise
 
 
-def test_within_the_reach_the_prediction_is_the_model_s_to_the_bit(rng):
-    x, y = _gap_data(rng)
-    model = _guarded(len(x))
-    model.compile(tf_keras.optimizers.Adam(0.01))
-    model.fit(x, y, epochs=2, batch_size=30, verbose=0)
+def test_within_the_reach_the_prediction_is_the_model_s_to_the_bit(trained):
+    model, x, y = trained
     inside = x[model.guard.share(tf.constant(x)).numpy() == 0]
     assert len(inside) >= 0.9 * len(x)
     rows = np.concatenate([inside, [[0.0]]])  # and the gap's middle, where the guard acts
     guarded = model.predict(rows, verbose=0)
     guard, model.guard = model.guard, None  # drops the traced functions
-    plain = model.predict(rows, verbose=0)
-    assert gpflux_avdgp.predict_mixture(model, rows).weights.shape[1] == 4  # S, no guard
-    model.guard = guard
+    try:
+        plain = model.predict(rows, verbose=0)
+        assert gpflux_avdgp.predict_mixture(model, rows).weights.shape[1] == 4  # S, no guard
+    finally:
+        model.guard = guard  # the model is shared (the module's fixture)
     assert gpflux_avdgp.predict_mixture(model, rows).weights.shape[1] == 5
     for key in plain:
         np.testing.assert_array_equal(guarded[key][:-1], plain[key][:-1])
@@ -238,12 +242,11 @@ def test_the_guard_trains_on_its_own_elbo_and_not_through_the_model_s_likelihood
         assert not np.array_equal(old, np.asarray(new))
 
 
-@pytest.mark.parametrize("path", ["model.keras", "saved_model"])
-def test_a_saved_guarded_model_reloads_with_its_guard(rng, tmp_path, path):
-    x, y = _gap_data(rng)
-    model = _guarded(len(x))
-    model.compile(tf_keras.optimizers.Adam(0.01))
-    model.fit(x, y, epochs=2, batch_size=30, verbose=0)
+@pytest.mark.parametrize(
+    "path", ["model.keras", pytest.param("saved_model", marks=pytest.mark.slow)]
+)  # a SavedModel folder of the default model: tests/io/test_saving.py, in the default suite
+def test_a_saved_guarded_model_reloads_with_its_guard(trained, tmp_path, path):
+    model, x, y = trained
     tests = np.linspace(-4, 4, 9)[:, None]
     expected = model.predict(tests, verbose=0)
     model.save(tmp_path / path)
