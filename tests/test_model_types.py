@@ -357,34 +357,37 @@ def test_predict_mixture_takes_a_dict_of_named_inputs_and_a_nested_model(tmp_pat
     )
 
 
-_LOAD_WITHOUT_IMPORT = """
+_LOAD_IN_A_FRESH_PROCESS = """
 import sys
 import numpy as np
 import gpflux_avdgp
-model = gpflux_avdgp.load_model(sys.argv[1])
-np.save(sys.argv[2], model.predict(np.load(sys.argv[3]), verbose=0))
-print(type(model).__name__)
+x = np.load(sys.argv[1])
+for path in sys.argv[2:]:
+    model = gpflux_avdgp.load_model(path)
+    np.save(f"{path}.npy", model.predict(x, verbose=0))
+    print(type(model).__name__)
 """
 
 
-@pytest.mark.parametrize("kind", ["sequential", "functional"])
-def test_a_plain_model_of_our_layers_loads_in_a_fresh_process_with_load_model(kind, tmp_path):
+def test_plain_models_of_our_layers_load_in_a_fresh_process_with_load_model(tmp_path):
     """``gpflux_avdgp.load_model`` loads every model type. (``tf_keras.models.load_model`` of a
     plain ``Sequential`` or Functional file needs ``import gpflux_avdgp`` first: Keras looks
     nested layers up by name only and passes the unknown name on as the layer, a ``TypeError``
     no code of ours can reach; an ``AVDGPModel`` file loads, its class's module imported.)"""
     x, _, _ = _data()
-    model = _model(kind, gpflow.likelihoods.Gaussian(variance=0.1))
-    path = tmp_path / "m.keras"
-    model.save(path)
     np.save(tmp_path / "x.npy", x.numpy())
+    kinds = {"sequential": "Sequential", "functional": "Functional"}
+    models = {kind: _model(kind, gpflow.likelihoods.Gaussian(variance=0.1)) for kind in kinds}
+    for kind, model in models.items():
+        model.save(tmp_path / f"{kind}.keras")
     done = subprocess.run(
-        [sys.executable, "-c", _LOAD_WITHOUT_IMPORT, str(path), str(tmp_path / "out.npy"),
-         str(tmp_path / "x.npy")],
+        [sys.executable, "-c", _LOAD_IN_A_FRESH_PROCESS, str(tmp_path / "x.npy"),
+         *(str(tmp_path / f"{kind}.keras") for kind in kinds)],
         capture_output=True, text=True, timeout=300,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES=""),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == [{"sequential": "Sequential", "functional": "Functional"}[kind]]
-    expected = model.predict(x.numpy(), verbose=0)  # NumPy rows, read as the other process reads
-    np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), expected)
+    assert done.stdout.split() == list(kinds.values())
+    for kind, model in models.items():
+        expected = model.predict(x.numpy(), verbose=0)  # NumPy rows, as the other process reads
+        np.testing.assert_array_equal(np.load(tmp_path / f"{kind}.keras.npy"), expected)
