@@ -210,12 +210,11 @@ def test_patience_stops_with_the_best_epoch_of_the_full_run(rng):
             break
     assert expected_stop < len(curve)  # the curve makes this run stop early
     stopped = run(
-        SplitData(split),
+        SplitData(split, test_curve=True),
         spec,
         training.TrainConfig.from_preset("paper", **settings, patience=patience),
         dataset="toy",
         stream=None,
-        test_curve=True,
     )
     assert full.stopped_epoch == 8 and stopped.stopped_epoch == expected_stop
     assert len(stopped.epoch_seconds) == expected_stop
