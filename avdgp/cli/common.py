@@ -34,16 +34,21 @@ def load_tensorflow() -> None:
     """Load TensorFlow, once a command has checked what it can check without it: refuse an
     address-space limit it cannot start under, hide its start-up notices
     (:mod:`avdgp._quiet_tensorflow`) and its retracing warnings, which are not the user's
-    concern. Every command calls it before its first import of TensorFlow, the library or the
-    training code."""
+    concern, and skip GPflow's docstring rewriting (below). Every command calls it before its
+    first import of TensorFlow, the library or the training code."""
     from .._quiet_tensorflow import import_tensorflow_quietly
     from .._startup import check_address_space
 
     check_address_space()
     import_tensorflow_quietly()
+    import check_shapes
     import tensorflow as tf
 
     tf.get_logger().setLevel("ERROR")
+    # GPflow's shape checks rewrite the docstring of each decorated function as it is defined,
+    # 1.3 s of every command's import of the library; a command shows no docstring. The
+    # checks themselves stay on. Before GPflow is imported (it is not yet: see above).
+    check_shapes.set_rewrite_docstrings(None)
 
 
 def print_stage(args, line: str) -> None:

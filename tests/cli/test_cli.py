@@ -892,3 +892,27 @@ def test_hidden_dims_for_one_layer_is_an_error(capsys, tmp_path, rng):
     args = ("fit", str(data), "--layers", "1", "--hidden-dims", "4", "--quiet")
     status, out, err = cli(capsys, *args)
     assert_one_line_cli_error(status, out, err, "hidden_dims: a 1-layer model")
+
+
+_LOADED = """
+import sys
+from avdgp.cli.common import load_tensorflow
+assert "gpflow" not in sys.modules
+load_tensorflow()
+import check_shapes
+import gpflux_avdgp
+print(check_shapes.get_rewrite_docstrings(), check_shapes.get_enable_check_shapes().value)
+"""
+
+
+def test_commands_import_gpflow_without_rewriting_its_docstrings_and_keep_its_shape_checks():
+    """Rewriting the docstring of every shape-checked function as GPflow defines it took 1.3 s
+    of each command's 7.3 s import of the library (``python -c "import gpflux_avdgp"`` with and
+    without ``check_shapes.set_rewrite_docstrings(None)``, three runs each: 7.2-7.4 s against
+    5.8-6.1 s); a command shows no docstring, and the checks stay as GPflow sets them."""
+    done = subprocess.run(
+        [sys.executable, "-c", _LOADED], capture_output=True, text=True, timeout=120,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES=""),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["DocstringFormat.NONE", "eager_mode_only"]
