@@ -328,15 +328,14 @@ def _fit_streaming(args) -> int:
     _check_save_dir_free(args)
     _announce_data(args, train, train.num_rows)
     standardizer = train.standardizer(standardize_targets=not classification)
-    save_dir = Path(args.save) if args.save else None
     record = run(
-        ShardData(train, test, standardizer=standardizer, classes=classes, save_dir=save_dir),
+        ShardData(train, test, standardizer=standardizer, classes=classes),
         spec,
         config,
         dataset=args.data,
         standardizer=standardizer,
         stream=progress_stream(args),
-        save_dir=save_dir,
+        save_dir=Path(args.save) if args.save else None,
         data_columns=_data_columns(args, train, None if classes is None else list(classes)),
     )
     return _finish(args, record, _columns_line(args, train))

@@ -198,7 +198,7 @@ class ShardData:
     Every epoch streams ``train`` through :func:`~avdgp.data.pipeline.csv_shard_dataset`
     (standardised by ``standardizer``, shard order and a ``shuffle_buffer``-line buffer
     shuffled by ``config.seed`` and the epoch read from the optimizer's step counter, so a run
-    interrupted under ``save_dir`` resumes exactly). The model's ``num_data`` is
+    interrupted under its save folder resumes exactly). The model's ``num_data`` is
     ``train.num_rows``; the record's ``n_val`` is 0.
 
     :param train: the scan of the training shards.
@@ -214,14 +214,13 @@ class ShardData:
         *,
         standardizer: Optional[Standardizer],
         classes: Optional[tuple[float, float]] = None,
-        save_dir: Optional[Path] = None,
         shuffle_buffer: int = 10_000,
         num_parallel_reads: int = 4,
         test_chunk_rows: int = 50_000,
     ):
         check_test_shards(train, test)
         self.train_shards, self.test_shards = train, test
-        self.standardizer, self.classes, self.save_dir = standardizer, classes, save_dir
+        self.standardizer, self.classes = standardizer, classes
         self.shuffle_buffer, self.num_parallel_reads = shuffle_buffer, num_parallel_reads
         self.test_chunk_rows = test_chunk_rows
         self.sizes = (train.num_rows, 0, test.num_rows, train.num_features)
@@ -252,7 +251,8 @@ class ShardData:
                 step_counter=step_counter,
             )
 
-        watch = ShardWatch(self.train_shards, self.save_dir)
+        save_dir = None if backup_dir is None else backup_dir.parent  # the run's folder
+        watch = ShardWatch(self.train_shards, save_dir)
         try:
             fit_model_on_dataset(
                 built,

@@ -33,7 +33,7 @@ def _guarded(num_data: int, input_dim: int = 1, **kwargs) -> gpflux_avdgp.AVDGPM
 def trained():
     """A guarded model fitted 2 epochs on the gap data, with its data: shared by the tests that
     only read it (one fit and trace instead of one per test)."""
-    x, y = _gap_data(np.random.default_rng(20261122))
+    x, y = _gap_data(np.random.default_rng(20261122))  # the seed of conftest.py's rng
     model = _guarded(len(x))
     model.compile(tf_keras.optimizers.Adam(0.01))
     model.fit(x, y, epochs=2, batch_size=30, verbose=0)
