@@ -2,7 +2,7 @@
 (300 epochs) and print each GP layer's kernel lengthscale and variance, then the mean and std
 of f at 13 points across the gap and at 13 training inputs, beside the truth.
 
-    python benchmarks/gap_diagnosis.py wiggle 0 identity-anchor-posterior-last
+    python benchmarks/gap_diagnosis.py wiggle 0 identity-reach
 """
 
 import sys

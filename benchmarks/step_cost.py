@@ -43,7 +43,7 @@ from pathlib import Path
 
 DATA_ROOT = Path(os.environ.get("AVDGP_DATA_ROOT", Path(__file__).parents[2] / "shared/data/uci"))
 MODELS = (
-    "avdgp", "avdgp-paper", "avdgp-anchor-posterior", "avdgp-anchor-posterior-last",
+    "avdgp", "avdgp-paper",
     "avdgp-no-reach", "avdgp-guard", "avdgp-guard-64", "avdgp-guard-fixed-kernel",
     "avdgp-guard-mean-field", "mlp", "dsdgp",
     "svgp", "svgp-64", "svgp-128",
@@ -192,8 +192,6 @@ def build(name: str, x, num_data: int):
         kind, preset, design = {
             "avdgp": ("avdgp", "default", None),
             "avdgp-paper": ("avdgp", "paper", None),
-            "avdgp-anchor-posterior": ("avdgp", "default", "anchor-posterior"),
-            "avdgp-anchor-posterior-last": ("avdgp", "default", "anchor-posterior-last"),
             "avdgp-no-reach": ("avdgp", "default", "no-reach"),
             "avdgp-guard": ("avdgp", "default", "guard"),
             "avdgp-guard-64": ("avdgp", "default", "guard-64"),

@@ -97,19 +97,8 @@ DESIGNS = {
     "linear-hidden": {"whiten": False, "num_anchors": 0},
     # the default's hidden layers, then a GPflux GPLayer with 32 global inducing points last
     "global-last": {"global_last": 32, **BEFORE_REACH},
-    # anchors with a global posterior (SOLVE-GP with an amortized second set) in every layer,
-    # in the first or in the last of three
-    "anchor-posterior": {"anchor_posterior": True, **BEFORE_REACH},
-    "anchor-posterior-first": {"anchor_posterior": (True, False, False), **BEFORE_REACH},
-    "anchor-posterior-last": {"anchor_posterior": (False, False, True), **BEFORE_REACH},
-    # fixed identity hidden means (DS-DGP's: distances kept), alone and with the last layer's
-    # anchors given a global posterior
+    # fixed identity hidden means (DS-DGP's: distances kept)
     "identity-hidden": {"hidden_mean_function": "identity", **BEFORE_REACH},
-    "identity-anchor-posterior-last": {
-        "hidden_mean_function": "identity",
-        "anchor_posterior": (False, False, True),
-        **BEFORE_REACH,
-    },
     # the same without prior reversion in the amortized hidden layers
     "linear-hidden-global-last": {"whiten": False, "num_anchors": 0, "global_last": 32},
     # the default before the reach gate (reversion where a row is farther from the anchors

@@ -22,8 +22,6 @@ term is the closed form of ``q_a``, so the objective stays an ELBO.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import gpflow
 import numpy as np
 import tensorflow as tf
@@ -55,7 +53,6 @@ def anchor_weight(
     kernel: gpflow.kernels.Kernel,
     inputs: tf.Tensor,
     anchors: tf.Tensor,
-    chol_cc: Optional[tf.Tensor] = None,
 ) -> tf.Tensor:
     """``a(h) = k(h, C) K_CC^{-1} k(C, h) / k(h, h)`` per row of ``inputs``, in ``[0, 1]``.
 
@@ -65,14 +62,12 @@ def anchor_weight(
     :param kernel: the layer's GPflow kernel.
     :param inputs: amortization inputs ``h``, ``[N, D]``.
     :param anchors: ``C``, ``[K, D]``.
-    :param chol_cc: ``chol(K_CC)`` ``[K, K]`` if the caller has it (factored here otherwise).
     :returns: ``[N]``.
     """
     kcc, kch = tf.split(
         gram_against(kernel, anchors, inputs), [tf.shape(anchors)[0], tf.shape(inputs)[0]], axis=-1
     )  # K_CC [K, K], k(C, h) [K, N]
-    if chol_cc is None:
-        chol_cc = jittered_cholesky(kcc[None])[0]
+    chol_cc = jittered_cholesky(kcc[None])[0]
     chol_inv = tf.linalg.triangular_solve(chol_cc, identity(chol_cc), lower=True)  # not N's
     # a product row by row (not a solve with N right-hand sides): each row's value does not
     # depend on the other rows of the batch, to the last bit, as for the rest of the layer

@@ -13,7 +13,6 @@ from ..core.anchors import revert_to_prior
 from ..core.cholesky import jittered_cholesky
 from ..core.conditionals import amortized_conditional, amortized_kl
 from ..core.covariances import pointwise_covariances
-from ..core.orthogonal import global_part
 from ..core.parameters import read_once
 from ..gpflow_config import gpflow_float, module_from_config, module_to_config
 from ..kernels import (
@@ -82,8 +81,6 @@ class AmortizedGPLayer(PriorReversion, MixtureLayer):
         anchors start at amortization inputs of rows spread over the training set, placed
         before training (:func:`~gpflux_avdgp.layers.anchor_placement.place_anchors`, which
         ``AVDGPModel.fit`` calls), and are then trained.
-    :param anchor_posterior: give the anchors a global whitened posterior of their own
-        (:mod:`gpflux_avdgp.core.orthogonal`); needs ``num_anchors`` and ``num_data``.
     :param reach_gate: ``None`` (the layer's default; :func:`~gpflux_avdgp.build_avdgp`'s
         default preset sets 1.0) or a scale ``s > 0``: the reversion weight becomes
         ``min(a(h), a_r(h))``, ``a_r`` 1 within the training rows' reach of an anchor and
@@ -145,7 +142,6 @@ class AmortizedGPLayer(PriorReversion, MixtureLayer):
         hidden_layers: int = 2,
         kl_convention: str | KLConvention = KLConvention.PAPER,
         num_anchors: int = 0,
-        anchor_posterior: bool = False,
         reach_gate: Optional[float] = None,
         rule: str | PropagationRule = PropagationRule.AR2P,
         num_points: Optional[int] = None,
@@ -181,14 +177,6 @@ class AmortizedGPLayer(PriorReversion, MixtureLayer):
                 f"num_anchors: prior reversion acts on the whitened q(u); pass whiten=True with "
                 f"num_anchors={self.num_anchors}, or num_anchors=0"
             )
-        if not isinstance(anchor_posterior, bool):
-            raise TypeError(f"anchor_posterior: expected a bool, got {anchor_posterior!r}")
-        if anchor_posterior and not (self.num_anchors and self.num_data):
-            raise ValueError(
-                "anchor_posterior: the anchors' global posterior needs num_anchors > 0 and "
-                "num_data (its KL is counted once per data set)"
-            )
-        self.anchor_posterior = anchor_posterior
         self.reach_gate = reach_scale(reach_gate, self.num_anchors)
         if not isinstance(kernel, gpflow.kernels.Kernel):
             make_kernel(kernel, 1, ard=False)  # validates the name now, not at build
@@ -279,13 +267,10 @@ class AmortizedGPLayer(PriorReversion, MixtureLayer):
         # The name scopes group the ops in profiles (TensorBoard, benchmarks/profile_step.py).
         kernel = read_once(self.kernel)  # each parameter read once for all the uses below
         inducing, q_mu, q_sqrt = self.inference(amortization_input)  # Z [N, M, D]
-        chol_cc = None  # chol(K_CC) [K, K], factored once for the weight and the projections
         if self.num_anchors:
             with tf.name_scope("prior_reversion"):
                 self._place_anchors(amortization_input, training)
-                if self.anchor_posterior:
-                    chol_cc = jittered_cholesky(kernel(self.anchors)[None])[0]
-                weight = self._anchor_weight(kernel, amortization_input, chol_cc, training)
+                weight = self._anchor_weight(kernel, amortization_input, training)
                 if gate is not None:  # one per datapoint; AR1's problems are datapoint-major
                     rows = tf.shape(weight)[0] // tf.shape(gate)[0]
                     weight = tf.minimum(weight, tf.repeat(tf.cast(gate, weight.dtype), rows))
@@ -297,10 +282,6 @@ class AmortizedGPLayer(PriorReversion, MixtureLayer):
                 mean_at_locations = self._mean_at(locations)
             else:  # F [B, S, D] is never formed (graphs prune it)
                 kuu, kuf, kff, mean_at_locations = factored
-            if self.anchor_posterior:
-                kuu, kuf, kff, b_f = self._orthogonal(
-                    kernel, tf.concat([inducing, locations], axis=1), chol_cc, kuu, kuf, kff
-                )
         with tf.name_scope("cholesky"):
             chol_kuu = jittered_cholesky(kuu)  # [N, M, M], relative and adaptive jitter
         with tf.name_scope("conditional"):
@@ -312,9 +293,6 @@ class AmortizedGPLayer(PriorReversion, MixtureLayer):
                 chol_kuu, kuf, kff, q_mu_centred, q_sqrt, whiten=self.whiten
             )  # [N, P, Q]
             mean += mean_at_locations
-            if self.anchor_posterior:
-                global_mean, global_var = global_part(b_f, self.anchor_q_mu, self._anchor_sqrt())
-                mean, var = mean + global_mean, var + global_var
         with tf.name_scope("kl"):
             kl = amortized_kl(chol_kuu, q_mu_centred, q_sqrt, whiten=self.whiten)  # [N]
 
@@ -325,8 +303,6 @@ class AmortizedGPLayer(PriorReversion, MixtureLayer):
         loss_term = tf.reduce_mean(kl)
         if self.kl_convention is KLConvention.PAPER:
             loss_term = loss_term / tf.cast(self.num_data, loss_term.dtype)
-        if self.anchor_posterior:  # the global KL once per data set
-            loss_term += self._anchor_kl() / tf.cast(self.num_data, loss_term.dtype)
         return mean, var, loss_term
 
     def get_config(self) -> dict:
@@ -345,7 +321,6 @@ class AmortizedGPLayer(PriorReversion, MixtureLayer):
             hidden_layers=self.hidden_layers,
             kl_convention=self.kl_convention.value,
             num_anchors=self.num_anchors,
-            anchor_posterior=self.anchor_posterior,
             reach_gate=self.reach_gate,
         )
         return config
@@ -355,6 +330,12 @@ class AmortizedGPLayer(PriorReversion, MixtureLayer):
         """Rebuild the layer; GPflow kernel and mean-function configs become new objects in
         their saved float type (the trained values come with the weights)."""
         config = translate_legacy_points(config)
+        if config.pop("anchor_posterior", False):  # files saved before stop 63 name it
+            raise ValueError(
+                "anchor_posterior: the file's layer gives its anchors a global posterior, an "
+                "option removed as a rejected design (docs/design.md); load it with the "
+                "gpflux_avdgp commit that saved it"
+            )
         if isinstance(config.get("kernel"), dict):
             config["kernel"] = module_from_config(config["kernel"], "kernel")
         if isinstance(config.get("mean_function"), dict):

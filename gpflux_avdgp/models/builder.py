@@ -69,9 +69,6 @@ def build_avdgp(
         ``scale``, ``variance_gate``, ``range_gate``), ``num_inducing``, ``train_kernel``
         and ``mean_field`` (:func:`~gpflux_avdgp.layers.input_guard.guard_gp_layer`).
     :param name: the model's name.
-    :param anchor_posterior: in ``layer_kwargs``, a flag for every layer or a sequence with
-        one flag per layer (e.g. ``(True, False, False)``): anchors with a global posterior
-        (:class:`AmortizedGPLayer`).
     :param preset: ``"default"`` or ``"paper"``: layer options from
         :func:`gpflux_avdgp.presets.layer_options` (the paper: inducing points start as noisy
         copies of the input, ``inducing_init="input"``); ``layer_kwargs`` override them.
@@ -117,11 +114,6 @@ def build_avdgp(
     layers: list[tf_keras.layers.Layer] = [
         tf_keras.Input((input_dim,), dtype=gpflow.default_float())
     ]
-    flags = layer_kwargs.get("anchor_posterior")
-    if isinstance(flags, (tuple, list)) and len(flags) != len(units):
-        raise ValueError(
-            f"anchor_posterior: expected one flag per layer ({len(units)}), got {len(flags)}"
-        )
     if isinstance(hidden_mean_function, (tuple, list)):
         if len(hidden_mean_function) != len(units) - 1:
             raise ValueError(
@@ -141,11 +133,7 @@ def build_avdgp(
                 seed=None if seed is None else seed + index,
                 name=f"gp_layer_{index + 1}",
                 **_own_modules(
-                    _per_layer(
-                        _layer_kwargs(layer_kwargs, hidden_mean_function, index),
-                        index,
-                    ),
-                    copy=index > 0,
+                    _layer_kwargs(layer_kwargs, hidden_mean_function, index), copy=index > 0
                 ),
             )
         )
@@ -176,15 +164,6 @@ def _layer_kwargs(layer_kwargs: dict, hidden_mean_functions: Sequence, index: in
     hidden = index < len(hidden_mean_functions)
     if hidden and hidden_mean_functions[index] is not None:
         return {**layer_kwargs, "mean_function": hidden_mean_functions[index]}
-    return layer_kwargs
-
-
-def _per_layer(layer_kwargs: dict, index: int) -> dict:
-    """``layer_kwargs`` of layer ``index``: an ``anchor_posterior`` given as one flag per layer
-    picks this layer's."""
-    choice = layer_kwargs.get("anchor_posterior")
-    if isinstance(choice, (tuple, list)):
-        return {**layer_kwargs, "anchor_posterior": choice[index]}
     return layer_kwargs
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-import gpflow
 import numpy as np
 import pytest
 from scipy import stats
@@ -122,11 +121,7 @@ def test_design_names():
         "linear-hidden",
         "global-last",
         "linear-hidden-global-last",
-        "anchor-posterior",
-        "anchor-posterior-first",
-        "anchor-posterior-last",
         "identity-hidden",
-        "identity-anchor-posterior-last",
         "no-reach",
         "identity-reach",
         "identity-first",
@@ -184,26 +179,9 @@ def test_global_last_designs_end_with_a_gpflux_layer_of_global_points(design, an
     assert [layer.num_anchors for layer in hidden] == [anchors] * 2
 
 
-@pytest.mark.parametrize(
-    "design, flags",
-    [
-        ("anchor-posterior", [True, True, True]),
-        ("anchor-posterior-first", [True, False, False]),
-        ("anchor-posterior-last", [False, False, True]),
-    ],
-)
-def test_anchor_posterior_designs_choose_their_layers(design, flags):
-    assert [layer.anchor_posterior for layer in _gp_layers(design)] == flags
-
-
-@pytest.mark.parametrize(
-    "design, flags",
-    [("identity-hidden", [False] * 3), ("identity-anchor-posterior-last", [False, False, True])],
-)
-def test_identity_designs_fix_the_hidden_means(design, flags):
-    layers = _gp_layers(design)
+def test_identity_hidden_fixes_the_hidden_means():
+    layers = _gp_layers("identity-hidden")
     assert [layer.get_config()["mean_function"] for layer in layers] == ["identity"] * 2 + [None]
-    assert [layer.anchor_posterior for layer in layers] == flags
 
 
 @pytest.mark.parametrize(
@@ -224,14 +202,7 @@ def test_identity_first_fixes_the_first_hidden_mean_only():
     ]  # fmt: skip
 
 
-@pytest.mark.parametrize("design", ["identity-hidden", "anchor-posterior", "global-last"])
+@pytest.mark.parametrize("design", ["identity-hidden", "global-last"])
 def test_designs_measured_before_the_reach_gate_keep_their_layers(design):
     layers = [layer for layer in _gp_layers(design) if hasattr(layer, "reach_gate")]
     assert layers and {layer.reach_gate for layer in layers} == {None}
-
-
-def test_one_anchor_posterior_flag_per_layer_or_a_refusal():
-    from gpflux_avdgp import build_avdgp
-
-    with pytest.raises(ValueError, match=r"anchor_posterior: expected one flag per layer \(2\)"):
-        build_avdgp(1, [2, 1], 3, 10, gpflow.likelihoods.Gaussian(), anchor_posterior=(True,))

@@ -155,3 +155,14 @@ def test_a_0_1_layer_config_keeps_its_components(rule, num_points, num_predict_p
     )
     expected = _components_of_0_1(rule, num_points, num_predict_points)
     assert (layer._resolved_num_points(True), layer._resolved_num_points(False)) == expected
+
+
+def test_a_config_naming_the_removed_anchor_posterior_loads_when_off_and_is_refused_when_on():
+    """Layers saved before the anchors' global posterior was removed name it in their config:
+    off (every default model of those files) it is dropped; on, the file's layer needs maths
+    this version does not have, and loading says so instead of predicting without it."""
+    config = {"units": 1, "num_inducing": 2, "num_data": 10, "whiten": True, "num_anchors": 4}
+    layer = AmortizedGPLayer.from_config({**config, "anchor_posterior": False})
+    assert "anchor_posterior" not in layer.get_config()
+    with pytest.raises(ValueError, match="anchor_posterior: .* removed as a rejected design"):
+        AmortizedGPLayer.from_config({**config, "anchor_posterior": True})
