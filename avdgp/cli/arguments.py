@@ -11,6 +11,7 @@ from ..errors import CommandLineError
 
 __all__ = [
     "DATA_ROOT_HELP",
+    "DEFAULT_BACKUP_INTERVAL",
     "MAX_LEARNING_RATE",
     "MODEL_CHOICES",
     "RULE_CHOICES",
@@ -25,6 +26,7 @@ __all__ = [
     "learning_rate",
     "non_negative_int",
     "positive_float",
+    "seconds",
     "positive_int",
     "target_column",
 ]
@@ -37,6 +39,9 @@ STRATEGY_NAMES = ("default", "mirrored", "multiworker")
 
 #: :data:`avdgp.training.config.MAX_LEARNING_RATE`: Adam keeps the rate in a float32.
 MAX_LEARNING_RATE = 3.4028234663852886e38
+
+#: ``TrainConfig.backup_interval``'s default (``avdgp.training.config``).
+DEFAULT_BACKUP_INTERVAL = 30.0
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -98,6 +103,9 @@ non_negative_int = checked(int, lambda v: v >= 0, "a non-negative integer")
 
 
 positive_float = checked(float, lambda v: 0 < v < float("inf"), "a positive number")
+
+
+seconds = checked(float, lambda v: 0 <= v < float("inf"), "seconds >= 0")
 
 
 learning_rate = checked(

@@ -222,6 +222,7 @@ def train_config(args):
         seed=args.seed,
         dtype=args.dtype,
         steps_per_execution=args.steps_per_execution,
+        backup_interval=args.backup_interval,
     )
 
 

@@ -50,7 +50,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except KeyboardInterrupt:
         hint = ""
         if getattr(args, "save", None):
-            hint = "; run the same command again to resume from the last finished epoch"
+            hint = "; run the same command again to resume from the last backup"
         print(f"{_prefix(args)}: interrupted{hint}", file=sys.stderr)
         return 130
     except Exception as error:  # noqa: BLE001 - the CLI turns every error into one line
@@ -104,7 +104,7 @@ def _report(error: Exception, prefix: str = "avdgp") -> int:
         reason = message.split(" [[")[0][:200]
         print(
             f"{prefix}: the disk is full ({reason}); free some space and run the same "
-            "command again (a run with --save resumes from its last finished epoch)",
+            "command again (a run with --save resumes from its last backup)",
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
@@ -124,7 +124,7 @@ def _report(error: Exception, prefix: str = "avdgp") -> int:
         reason = (message[start:] if start >= 0 else message[-300:])[:300]
         print(
             f"{prefix}: a worker of the cluster stopped or cannot be reached ({reason}); start "
-            "every worker again (a run with --save resumes from its last finished epoch)",
+            "every worker again (a run with --save resumes from its last backup)",
             file=sys.stderr,
         )
         return EXIT_INTERNAL

@@ -11,6 +11,7 @@ import argparse
 import importlib.metadata
 
 from .arguments import (
+    DEFAULT_BACKUP_INTERVAL,
     MODEL_CHOICES,
     RULE_CHOICES,
     STRATEGY_NAMES,
@@ -20,6 +21,7 @@ from .arguments import (
     fraction,
     int_list,
     positive_int,
+    seconds,
     target_column,
 )
 from .experiment_parsers import add_bench, add_paper, add_uncertainty
@@ -190,6 +192,15 @@ def _add_fit(commands) -> None:
         metavar="DIR",
         help="save weights, model and run.json here, for 'avdgp predict' and 'avdgp export' "
         "(default: not saved)",
+    )
+    fit.add_argument(
+        "--backup-interval",
+        type=seconds,
+        default=DEFAULT_BACKUP_INTERVAL,
+        metavar="SECONDS",
+        help="with --save: back the run up after an epoch once this long has passed since the "
+        "last backup, and after the last epoch (0: every epoch); an interrupted run resumes "
+        "from its last backup",
     )
     fit.add_argument(
         "--json", metavar="FILE", help="write the result record as JSON (default: none)"

@@ -8,9 +8,9 @@ restart only, and stopped later than the uninterrupted run: a different model, s
 after every epoch and reads it back when training resumes, so the resumed run ends with the
 uninterrupted run's weights.
 
-The state of epoch ``e`` is written before ``BackupAndRestore`` writes epoch ``e`` (the callback
-comes first), to one of two files by the parity of ``e``, atomically: whichever epoch the
-backup holds, the state of that epoch is on disk.
+The backup (:class:`~avdgp.training.fit.KeptBackup`) asks for the state of epoch ``e`` just
+before it backs up epoch ``e``; the state goes to the other of two files than the last one,
+atomically: whichever epoch the backup holds, the state of that epoch is on disk.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ __all__ = ["ResumableEarlyStopping"]
 
 
 class ResumableEarlyStopping(tf_keras.callbacks.EarlyStopping):
-    """``EarlyStopping`` whose state is saved to ``state_dir`` after every epoch and restored
-    when ``fit`` resumes at a later epoch, or resumes with no epoch left (the backup of a
-    finished training); the run deletes it with the backup.
+    """``EarlyStopping`` whose state is saved to ``state_dir`` with every backup
+    (:meth:`keep_state`) and restored when ``fit`` resumes at a later epoch, or resumes with no
+    epoch left (the backup of a finished training); the run deletes it with the backup.
 
     :param state_dir: a folder beside the backup (created on first use).
     :param curve: a callback with a ``history`` list of ``(epoch, value)`` (``ValidationNLL``),
@@ -42,6 +42,7 @@ class ResumableEarlyStopping(tf_keras.callbacks.EarlyStopping):
         super().__init__(**options)
         self.state_dir, self.curve = Path(state_dir), curve
         self._epoch_ran = False
+        self._next_file = 0  # the state file the next keep_state writes
 
     def on_train_begin(self, logs=None):
         super().on_train_begin(logs)
@@ -53,20 +54,18 @@ class ResumableEarlyStopping(tf_keras.callbacks.EarlyStopping):
             if epoch > 0:
                 self._restore(epoch - 1)
 
-    def on_epoch_end(self, epoch, logs=None):
-        super().on_epoch_end(epoch, logs)
-        self._save(epoch)
-
     def on_train_end(self, logs=None):
         if not self._epoch_ran:  # resumed from the backup of a finished training
             self._restore(None)
         super().on_train_end(logs)  # restores the best epoch's weights
 
     # ------------------------------------------------------------------ state on disk
-    def _file(self, epoch: int) -> Path:
-        return self.state_dir / f"state{epoch % 2}.npz"
+    def _file(self, index: int) -> Path:
+        return self.state_dir / f"state{index}.npz"
 
-    def _save(self, epoch: int) -> None:
+    def keep_state(self, epoch: int) -> None:
+        """Save the state after ``epoch`` (the backup is about to hold that epoch) to the
+        file the last save did not write."""
         state = {
             "epoch": epoch,
             "best": float(self.best),
@@ -79,17 +78,22 @@ class ResumableEarlyStopping(tf_keras.callbacks.EarlyStopping):
         self.state_dir.mkdir(parents=True, exist_ok=True)
         partial = self.state_dir / f".partial-{socket.gethostname()}-{os.getpid()}.npz"
         np.savez(partial, state=np.array(json.dumps(state)), **weights)
-        os.replace(partial, self._file(epoch))
+        os.replace(partial, self._file(self._next_file))
+        self._next_file = 1 - self._next_file
 
     def _restore(self, epoch: Optional[int]) -> None:
         """Take the saved state of (finished) ``epoch``, or of the latest epoch saved with
         ``None``, if there is one."""
-        files = [self._file(epoch)] if epoch is not None else [self._file(0), self._file(1)]
-        saved_states = [self._read(path) for path in files if path.is_file()]
+        saved_states = [
+            (*self._read(self._file(index)), index)
+            for index in (0, 1)
+            if self._file(index).is_file()
+        ]
         fitting = [s for s in saved_states if epoch is None or s[0]["epoch"] == epoch]
         if not fitting:
             return
-        state, weights = max(fitting, key=lambda saved: saved[0]["epoch"])
+        state, weights, index = max(fitting, key=lambda saved: saved[0]["epoch"])
+        self._next_file = 1 - index
         self.best, self.best_epoch = state["best"], state["best_epoch"]
         self.wait, self.stopped_epoch = state["wait"], state["stopped_epoch"]
         self.best_weights = weights or None

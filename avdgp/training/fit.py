@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 import warnings
 from pathlib import Path
 from typing import Callable, Optional, Protocol
@@ -65,9 +66,10 @@ def fit_model(
 
     Batches come from :func:`~avdgp.data.batching.epoch_shuffled_batches` (the order of
     epoch ``e`` depends only on the seed and ``e``). With ``backup_dir``, a
-    :class:`KeptBackup` there saves the model, optimizer and draw counters after every epoch,
-    and a run that was interrupted resumes from its last finished epoch with the same batches
-    and Monte Carlo draws as an uninterrupted run. The backup stays when training ends (the
+    :class:`KeptBackup` there saves the model, optimizer and draw counters after an epoch
+    every ``config.backup_interval`` seconds and after the last, and a run that was
+    interrupted resumes from its last backup with the same batches and Monte Carlo draws as an
+    uninterrupted run. The backup stays when training ends (the
     caller deletes it once the result is kept): fitting again on it trains no epoch.
 
     With a ``tf.distribute`` ``strategy`` (see :mod:`avdgp.training.distribute`; ``built``
@@ -82,7 +84,7 @@ def fit_model(
         leave a replica without rows.
     :raises TrainingDiverged: when a layer's output or gradient, or the loss, is not finite;
         the message names the layer (outside XLA), the epoch and the batch, and the backup
-        keeps the weights of the last finished epoch.
+        keeps the weights of its last backup.
     :returns: the progress callback, holding per-epoch seconds and losses.
     """
     model = built.model
@@ -191,19 +193,39 @@ def compile_with(
 class KeptBackup(tf_keras.callbacks.BackupAndRestore):
     """``BackupAndRestore`` whose backup outlives ``fit``: its owner deletes it once the
     trained model is kept, so a kill between the end of training and that moment resumes
-    with no epoch left instead of training again from epoch 0. An epoch after which a callback
-    stopped training (early stopping) is backed up as the last epoch: a resume trains no
-    further epoch. Callbacks that must survive such a resume keep their state beside the
-    backup (:class:`~avdgp.training.progress.EpochProgress`,
-    :class:`~avdgp.training.best_epoch.ResumableEarlyStopping`)."""
+    with no epoch left instead of training again from epoch 0. It backs up after an epoch
+    once ``interval`` seconds have passed since its last backup (or since training began),
+    after the last epoch and after an epoch where a callback stopped training (early
+    stopping, backed up as the last epoch: a resume trains no further epoch). Callbacks whose
+    state must match the backup's epoch (:class:`~avdgp.training.best_epoch.
+    ResumableEarlyStopping`) have a ``keep_state(epoch)`` that it calls just before it backs up.
 
-    def __init__(self, backup_dir: Path):
+    :param backup_dir: the backup's folder.
+    :param interval: seconds between backups (:attr:`~.config.TrainConfig.backup_interval`).
+    :param companions: callbacks with ``keep_state(epoch)``.
+    """
+
+    def __init__(self, backup_dir: Path, interval: float = 0.0, companions: tuple = ()):
         super().__init__(str(backup_dir), delete_checkpoint=False)
+        self.interval, self.companions = float(interval), tuple(companions)
+        #: the epoch of the last backup this fit wrote (``None``: none yet)
+        self.backed_up_epoch: Optional[int] = None
+        self._last_backup = None
+
+    def on_train_begin(self, logs: Optional[dict] = None) -> None:
+        super().on_train_begin(logs)
+        self._last_backup = time.perf_counter()
 
     def on_epoch_end(self, epoch: int, logs: Optional[dict] = None) -> None:
+        last = self.model.stop_training or epoch == self.params["epochs"] - 1
+        if not last and time.perf_counter() - self._last_backup < self.interval:
+            return
         if self.model.stop_training:  # the backup records the epoch its epoch began with
             super().on_epoch_begin(self.params["epochs"] - 1)
+        for companion in self.companions:
+            companion.keep_state(epoch)
         super().on_epoch_end(epoch, logs)
+        self.backed_up_epoch, self._last_backup = epoch, time.perf_counter()
 
 
 def _fit_reporting_divergence(
@@ -219,8 +241,16 @@ def _fit_reporting_divergence(
     progress = progress or EpochProgress(built.label, stream=None)
     progress.steps_per_execution = config.steps_per_execution
     all_callbacks = [progress, *callbacks]  # progress first: it stops before a backup of NaNs
+    backup = None
     if backup_dir is not None:
-        all_callbacks.append(KeptBackup(backup_dir))
+        companions = tuple(c for c in callbacks if isinstance(c, ResumableEarlyStopping))
+        # workers decide alike only by epochs: a clock would let them back up apart
+        many_workers = isinstance(
+            built.model.distribute_strategy, tf.distribute.MultiWorkerMirroredStrategy
+        )
+        interval = 0.0 if many_workers else config.backup_interval
+        backup = KeptBackup(backup_dir, interval, companions)
+        all_callbacks.append(backup)
     try:
         built.model.fit(data, epochs=config.epochs, verbose=0, callbacks=all_callbacks)
     except NonFiniteStep as error:  # an AVDGPModel's own check: bad data, or a divergence
@@ -230,9 +260,8 @@ def _fit_reporting_divergence(
     except tf.errors.InvalidArgumentError as error:
         if not is_numerical_failure(error):
             raise  # another failure (e.g. a shape error) is not a divergence
-        raise TrainingDiverged(
-            _describe_non_finite_step(error, built.model, progress, backup_dir)
-        ) from None
+        message = _describe_non_finite_step(error, built.model, progress, backup)
+        raise TrainingDiverged(message) from None
     return progress
 
 
@@ -278,10 +307,10 @@ def _describe_non_finite_step(
     error: tf.errors.InvalidArgumentError,
     model: tf_keras.Model,
     progress: EpochProgress,
-    backup_dir: Optional[Path],
+    backup: Optional[KeptBackup],
 ) -> str:
     """One sentence: which layer's output or gradient was not finite, in which epoch and
-    batch, and where the last good weights are. ``error`` comes from a layer's
+    batch, and where the last backed-up weights are. ``error`` comes from a layer's
     ``check_numerics``, whose message starts with the layer's name."""
     text = str(error.message)
     layer = next((layer.name for layer in model.layers if f"{layer.name}: " in text), None)
@@ -300,10 +329,10 @@ def _describe_non_finite_step(
         f"{progress.label}: training stopped in epoch {progress.epoch + 1}, {batches}: "
         f"non-finite values (NaN or inf) in {part} of {where}"
     )
-    if backup_dir is not None and progress.epoch > 0:
+    if backup is not None and backup.backed_up_epoch is not None:
         message += (
-            f"; the weights of the last finished epoch ({progress.epoch}) are kept in "
-            f"{backup_dir}"
+            f"; the weights after epoch {backup.backed_up_epoch + 1} are kept in "
+            f"{backup.backup_dir}"
         )
     return message
 

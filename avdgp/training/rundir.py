@@ -205,9 +205,10 @@ def prepare_run_dir(
 
 def training_settings(config: TrainConfig) -> dict:
     """The training settings a saved run must match to be resumed: all of ``config`` but the
-    speed settings that do not change the results (``steps_per_execution``)."""
+    speed settings that do not change the results (``steps_per_execution``,
+    ``backup_interval``)."""
     settings = asdict(config)
-    del settings["steps_per_execution"]
+    del settings["steps_per_execution"], settings["backup_interval"]
     return settings
 
 

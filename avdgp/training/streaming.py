@@ -61,7 +61,7 @@ def _with_resume_hint(message: str, watch: "ShardWatch") -> str:
     if watch.save_dir is None:
         return message
     return (
-        f"{message}; {watch.save_dir} keeps the last finished epoch: restore the shard and run "
+        f"{message}; {watch.save_dir} keeps its last backup: restore the shard and run "
         "the same command to resume"
     )
 

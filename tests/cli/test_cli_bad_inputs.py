@@ -78,7 +78,7 @@ def test_gpflows_numerical_failures_are_described_as_such(message, where):
     progress.epoch, progress.batch = 2, 4
     error = tf.errors.InvalidArgumentError(None, None, message)
     model = tf_keras.Sequential([tf_keras.Input((1,)), tf_keras.layers.Dense(1)])
-    assert _describe_non_finite_step(error, model, progress, backup_dir=None) == (
+    assert _describe_non_finite_step(error, model, progress, backup=None) == (
         f"m: training stopped in epoch 3, batch 5: non-finite values (NaN or inf) in {where} "
         "of a GPflow computation"
     )
@@ -131,6 +131,7 @@ def test_a_shard_changed_during_a_streamed_fit_is_named_and_the_run_resumes(
     original = (folder / "p0.csv").read_text()
     command = ["fit", folder, *SHALLOW, "--epochs", "4", "--batch-size", "40", "--quiet"]
     command += ["--save", tmp_path / "run", "--json", tmp_path / "record.json"]
+    command += ["--backup-interval", "0"]  # the backup of epoch 2 is where the run resumes
 
     finish_epoch = EpochProgress.on_epoch_end
 
@@ -143,7 +144,7 @@ def test_a_shard_changed_during_a_streamed_fit_is_named_and_the_run_resumes(
     status, out, err = run_cli(capsys, command)
     assert_one_line_cli_error(status, out, err, "p0.csv: changed size from")
     assert "since it was scanned (before epoch 3)" in err
-    assert f"{tmp_path / 'run'} keeps the last finished epoch" in err
+    assert f"{tmp_path / 'run'} keeps its last backup" in err
 
     monkeypatch.setattr(EpochProgress, "on_epoch_end", finish_epoch)
     (folder / "p0.csv").write_text(original)  # restored: same content, a new mtime

@@ -20,7 +20,7 @@ def _sub_parsers() -> dict[str, argparse.ArgumentParser]:
 
 
 def test_the_choices_kept_as_data_agree_with_their_sources():
-    from avdgp.training.config import MAX_LEARNING_RATE
+    from avdgp.training.config import DEFAULT_BACKUP_INTERVAL, MAX_LEARNING_RATE
     from avdgp.training.distribute import STRATEGY_NAMES
     from avdgp.zoo.spec import ModelKind
     from gpflux_avdgp.rules import ModelRule
@@ -28,6 +28,7 @@ def test_the_choices_kept_as_data_agree_with_their_sources():
     assert arguments.RULE_CHOICES == tuple(rule.value for rule in ModelRule)
     assert arguments.STRATEGY_NAMES == STRATEGY_NAMES
     assert arguments.MAX_LEARNING_RATE == MAX_LEARNING_RATE
+    assert arguments.DEFAULT_BACKUP_INTERVAL == DEFAULT_BACKUP_INTERVAL
     assert set(arguments.MODEL_CHOICES) == {kind.value for kind in ModelKind}
 
 

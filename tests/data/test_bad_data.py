@@ -134,7 +134,7 @@ def test_a_read_error_while_training_is_traced_to_the_shard(tmp_path, rng):
     failure = _shard_failure(error, ShardWatch(statistics, tmp_path / "run"), "in epoch 4")
     assert str(failure) == (
         f"{path}: row 6, column 2 ('x') is not a number (found in epoch 4); {tmp_path / 'run'} "
-        "keeps the last finished epoch: restore the shard and run the same command to resume"
+        "keeps its last backup: restore the shard and run the same command to resume"
     )
     path.write_text("a,b,y\n" + "\n".join(["1,2,3"] * 10) + "\n")  # fixed: not a data error
     os.utime(path, ns=(state.st_atime_ns, state.st_mtime_ns))

@@ -451,7 +451,9 @@ def test_harness_trains_on_streamed_shards_and_resumes_exactly(tmp_path, rng):
         num_points=4,
         seed=0,
     )
-    config = TrainConfig.from_preset("paper", epochs=3, batch_size=40, learning_rate=0.02, seed=5)
+    config = TrainConfig.from_preset(
+        "paper", epochs=3, batch_size=40, learning_rate=0.02, seed=5, backup_interval=0
+    )
 
     def data(step_counter):
         return csv_shard_dataset(

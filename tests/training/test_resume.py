@@ -35,7 +35,7 @@ from avdgp.training import (
     fit_model,
     float_type,
 )
-from avdgp.training.fit import _describe_non_finite_step, best_epoch_callbacks
+from avdgp.training.fit import KeptBackup, _describe_non_finite_step, best_epoch_callbacks
 from avdgp.training.runner import SplitData
 from avdgp.training.skeleton import run
 from avdgp.zoo import ModelSpec, build_model
@@ -196,7 +196,9 @@ def _train(split, config, backup_dir, callbacks=(), progress=None, selection=Non
 @pytest.mark.slow
 def test_fit_model_resumes_from_its_backup(tmp_path, rng):
     split = _split(rng)
-    config = TrainConfig.from_preset("paper", epochs=3, batch_size=30, learning_rate=0.02, seed=4)
+    config = TrainConfig.from_preset(
+        "paper", epochs=3, batch_size=30, learning_rate=0.02, seed=4, backup_interval=0
+    )
     full, full_progress, _ = _train(split, config, tmp_path / "full")
     with pytest.raises(KeyboardInterrupt):
         _train(split, config, tmp_path / "backup", callbacks=(_Interrupt(1, 2),))
@@ -249,7 +251,9 @@ class _PoisonLayer(tf_keras.callbacks.Callback):
 
 def test_nan_step_names_layer_epoch_and_batch_and_keeps_last_good_weights(tmp_path, rng):
     split = _split(rng)
-    config = TrainConfig.from_preset("paper", epochs=3, batch_size=30, learning_rate=0.02, seed=1)
+    config = TrainConfig.from_preset(
+        "paper", epochs=3, batch_size=30, learning_rate=0.02, seed=1, backup_interval=0
+    )
     poison = _PoisonLayer("gp_layer_2", epoch=1, batch=2)
     backup = tmp_path / "backup"
     with pytest.raises(TrainingDiverged) as caught:
@@ -257,7 +261,7 @@ def test_nan_step_names_layer_epoch_and_batch_and_keeps_last_good_weights(tmp_pa
     message = str(caught.value)
     assert "training stopped in epoch 2, batch 3" in message
     assert "non-finite values (NaN or inf) in the output of layer 'gp_layer_2'" in message
-    assert f"last finished epoch (1) are kept in {backup}" in message
+    assert f"the weights after epoch 1 are kept in {backup}" in message
 
     # the backup holds the finite weights of epoch 1, not the poisoned ones
     reader = tf.train.load_checkpoint(str(backup / "chief"))
@@ -314,11 +318,16 @@ def test_gradient_failure_is_described_with_its_layer():
         "Not a number (NaN) or infinity (Inf) values detected in gradient. "
         f"gp_layer_1: {NON_FINITE_MESSAGE} : Tensor had NaN values",
     )
-    message = _describe_non_finite_step(error, model, progress, Path("out/backup"))
-    assert message == (
+    backup = KeptBackup(Path("out/backup"))
+    assert _describe_non_finite_step(error, model, progress, backup) == (
         "AVDGP: training stopped in epoch 5, batch 12: non-finite values (NaN or inf) in the "
-        "gradient at the output of layer 'gp_layer_1'; the weights of the last finished epoch "
-        "(4) are kept in out/backup"
+        "gradient at the output of layer 'gp_layer_1'"
+    )  # nothing backed up yet
+    backup.backed_up_epoch = 2  # backed up after the third epoch, not since
+    assert _describe_non_finite_step(error, model, progress, backup) == (
+        "AVDGP: training stopped in epoch 5, batch 12: non-finite values (NaN or inf) in the "
+        "gradient at the output of layer 'gp_layer_1'; the weights after epoch 3 are kept in "
+        "out/backup"
     )
 
 
@@ -352,6 +361,7 @@ def _fit_command(data: Path, save: Path) -> list[str]:
         sys.executable, "-m", "avdgp", "fit", str(data), "--rule", "ar2", "--layers", "2",
         "--hidden-dims", "2", "--inducing", "3,3", "--points", "4", "--epochs", "4",
         "--batch-size", "8", "--learning-rate", "0.01", "--seed", "3", "--save", str(save),
+        "--backup-interval", "0",
     ]  # fmt: skip
 
 
@@ -433,7 +443,9 @@ def test_a_resumed_run_selects_the_uninterrupted_runs_best_epoch(tmp_path):
     y = np.sin(x[:, :1]) + 0.1 * rng.normal(size=(140, 1))
     split = Split(x[:100], y[:100], x[100:120], y[100:120], x[120:], y[120:])
     # the rate makes the validation NLL worsen after epoch 1 (measured: 1.041, 1.036, 1.060, ...)
-    config = TrainConfig(epochs=5, batch_size=25, learning_rate=0.3, seed=4, patience=None)
+    config = TrainConfig(
+        epochs=5, batch_size=25, learning_rate=0.3, seed=4, patience=None, backup_interval=0
+    )
     full, (full_scorer, full_stopper) = _selection_run(split, config, tmp_path / "a" / "backup")
     assert full_stopper.best_epoch == 1  # the premise: the best epoch precedes the interruption
     with pytest.raises(KeyboardInterrupt):
@@ -475,8 +487,8 @@ def test_fitting_again_on_an_early_stopped_backup_trains_no_epoch(tmp_path):
 
 
 def test_the_selection_state_round_trips_through_its_files(tmp_path):
-    """The state of epoch ``e`` is restored only for a resume after epoch ``e``; the file of
-    the other parity keeps epoch ``e - 1`` (a kill between the state and the backup)."""
+    """The state of epoch ``e`` is restored only for a resume after epoch ``e``; the other
+    file keeps the state of the backup before (a kill between the state and the backup)."""
     from avdgp.training.best_epoch import ResumableEarlyStopping
 
     class Curve:
@@ -485,9 +497,9 @@ def test_the_selection_state_round_trips_through_its_files(tmp_path):
     stopper = ResumableEarlyStopping(tmp_path / "state", curve=Curve(), patience=3)
     stopper.best, stopper.best_epoch, stopper.wait, stopper.stopped_epoch = 1.25, 1, 0, 0
     stopper.best_weights = [np.arange(3.0), np.eye(2)]
-    stopper._save(1)
+    stopper.keep_state(1)
     stopper.best, stopper.wait = 1.0, 5
-    stopper._save(2)
+    stopper.keep_state(2)
     later = Curve()
     later.history = [(2, 1.1)]
     fresh = ResumableEarlyStopping(tmp_path / "state", curve=later, patience=3)
@@ -504,6 +516,65 @@ def test_the_selection_state_round_trips_through_its_files(tmp_path):
     untouched.on_train_begin()
     untouched.on_epoch_begin(5)  # no state of epoch 4: a fresh selection
     assert untouched.best_weights is None and untouched.wait == 0
+
+
+def test_two_backups_of_epochs_of_one_parity_keep_the_state_of_the_earlier(tmp_path):
+    """Backups are spaced in time, so two in a row can be of epochs 1 and 3: the state of epoch
+    3 goes to the other file than epoch 1's, and a kill before epoch 3's backup (which leaves
+    the backup at epoch 1) still finds epoch 1's state."""
+    from avdgp.training.best_epoch import ResumableEarlyStopping
+
+    stopper = ResumableEarlyStopping(tmp_path / "state", patience=3)
+    stopper.best, stopper.best_epoch, stopper.wait, stopper.stopped_epoch = 1.25, 1, 0, 0
+    stopper.keep_state(1)
+    stopper.best, stopper.best_epoch = 1.0, 3
+    stopper.keep_state(3)  # killed before the backup of epoch 3
+    resumed = ResumableEarlyStopping(tmp_path / "state", patience=3)
+    resumed.on_train_begin()
+    resumed.on_epoch_begin(2)  # the backup holds epoch 1
+    assert (resumed.best, resumed.best_epoch) == (1.25, 1)
+    resumed.best_epoch = 2
+    resumed.keep_state(2)  # replaces epoch 3's file, not the restored one
+    again = ResumableEarlyStopping(tmp_path / "state", patience=3)
+    again.on_train_begin()
+    again.on_epoch_begin(2)
+    assert again.best_epoch == 1
+
+
+def test_backups_are_spaced_by_the_interval_and_the_last_epoch_is_always_backed_up(
+    tmp_path, monkeypatch
+):
+    """With a 10 s interval and epochs of 4 s (a fake clock), the backup is written after
+    epochs 3 and 6 and after the last, 7, and each time the companions keep their state
+    first."""
+    from types import SimpleNamespace
+
+    from avdgp.training import fit as fit_module
+    from avdgp.training.fit import KeptBackup
+
+    clock = [0.0]
+    monkeypatch.setattr(fit_module, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+    kept, seen = [], []
+
+    class Companion:
+        def keep_state(self, epoch):
+            kept.append(epoch)
+
+    class Tick(tf_keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            clock[0] += 4.0
+
+    class Spy(tf_keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            seen.append(backup.backed_up_epoch)
+
+    backup = KeptBackup(tmp_path / "backup", 10.0, (Companion(),))
+    model = tf_keras.Sequential([tf_keras.layers.Dense(1, input_shape=(2,))])
+    model.compile(tf_keras.optimizers.Adam(0.1), "mse")
+    x = np.random.default_rng(0).normal(size=(16, 2))
+    model.fit(x, x[:, :1], epochs=7, batch_size=8, verbose=0, callbacks=[Tick(), backup, Spy()])
+    assert kept == [2, 5, 6]
+    assert seen == [None, None, 2, 2, 2, 5, 6]
 
 
 # ------------------------------------------------------------ a kill after training
@@ -541,7 +612,7 @@ def test_a_finished_backup_resumes_with_no_epoch_left(tmp_path):
             tmp_path / "state", curve=scores, monitor="score", patience=1,
             restore_best_weights=True,
         )  # fmt: skip
-        callbacks = [progress, scores, stopper, KeptBackup(tmp_path / "backup")]
+        callbacks = [progress, scores, stopper, KeptBackup(tmp_path / "backup", 0, (stopper,))]
         model.fit(x, x[:, :1], epochs=6, batch_size=8, verbose=0, callbacks=callbacks)
         return model, progress, scores, stopper
 

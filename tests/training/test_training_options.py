@@ -88,6 +88,9 @@ def test_cosine_schedule_spans_all_epochs():
             ValueError,
         ),
         ({"restore_best": "yes"}, "restore_best: expected a bool", TypeError),
+        ({"backup_interval": -1}, "backup_interval: expected seconds >= 0", ValueError),
+        ({"backup_interval": float("inf")}, "backup_interval: expected seconds", ValueError),
+        ({"backup_interval": True}, "backup_interval: expected seconds", ValueError),
         (
             {"restore_best": True, "patience": 0},
             "patience: expected an integer >= 1, got 0",
