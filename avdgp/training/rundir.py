@@ -191,9 +191,9 @@ def prepare_run_dir(
             )
         elif backup_dir.exists() and any(backup_dir.iterdir()) and stream is not None:
             print(f"[{label}] resuming the interrupted run in {directory}", file=stream)
-        elif stream is not None:  # stopped in its first epoch, or after training (while saving)
+        elif stream is not None:  # stopped before its first backup, or after training (saving)
             print(
-                f"[{label}] the interrupted run in {directory} left no finished epoch to resume "
+                f"[{label}] the interrupted run in {directory} left no backup to resume "
                 "from; training again from epoch 0",
                 file=stream,
             )

@@ -252,5 +252,6 @@ def test_a_lost_worker_is_reported_in_one_line(capsys, monkeypatch, data):
         "(Collective ops is aborted by"
     )
     assert "/job:worker/replica:0/task:1" in lines[0] and "File" not in lines[0]
-    assert lines[0].endswith("start every worker again (a run with --save resumes from its last "
-                             "finished epoch)")  # fmt: skip
+    assert lines[0].endswith(
+        "start every worker again (a run with --save resumes from its last backup)"
+    )

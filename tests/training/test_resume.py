@@ -5,7 +5,7 @@
   restart, ends with the weights and losses of an uninterrupted run (AR2: stochastic).
 * The harness (``fit_model``/``run``, used by ``avdgp fit --save``) resumes an interrupted run,
   refuses a folder with other settings, and names the layer, epoch and batch of a NaN step
-  while the backup keeps the last finished epoch's weights.
+  while the backup keeps the weights of its last backed-up epoch.
 """
 
 import dataclasses

@@ -128,8 +128,8 @@ def test_a_rerun_without_a_finished_epoch_says_it_trains_from_epoch_0(tmp_path):
 
     assert prepare() == ""  # a new folder
     assert prepare() == (
-        f"[avdgp-ar2p] the interrupted run in {tmp_path / 'run'} left no finished epoch to "
-        "resume from; training again from epoch 0\n"
+        f"[avdgp-ar2p] the interrupted run in {tmp_path / 'run'} left no backup to resume "
+        "from; training again from epoch 0\n"
     )
     (tmp_path / "run" / "backup" / "chief").mkdir(parents=True)
     assert prepare() == f"[avdgp-ar2p] resuming the interrupted run in {tmp_path / 'run'}\n"
