@@ -577,6 +577,32 @@ def test_backups_are_spaced_by_the_interval_and_the_last_epoch_is_always_backed_
     assert seen == [None, None, 2, 2, 2, 5, 6]
 
 
+@pytest.mark.parametrize("many_workers", [False, True])
+def test_multi_worker_training_backs_up_every_epoch(tmp_path, monkeypatch, many_workers):
+    """Workers decide alike only by epochs (no shared clock): under a multi-worker strategy
+    the backup ignores the interval; otherwise it keeps the config's."""
+    from types import SimpleNamespace
+
+    from avdgp.training import fit as fit_module
+
+    class MultiWorker:  # stands for tf.distribute.MultiWorkerMirroredStrategy
+        pass
+
+    monkeypatch.setattr(fit_module.tf.distribute, "MultiWorkerMirroredStrategy", MultiWorker)
+    seen = {}
+
+    def fit(data, epochs, verbose, callbacks):
+        seen["backup"] = callbacks[-1]
+
+    strategy = MultiWorker() if many_workers else tf.distribute.get_strategy()
+    model = SimpleNamespace(distribute_strategy=strategy, fit=fit)
+    built = SimpleNamespace(model=model, label="m")
+    config = TrainConfig(epochs=2, backup_interval=12.0)
+    fit_module._fit_reporting_divergence(built, None, config, None, (), tmp_path / "backup")
+    assert isinstance(seen["backup"], KeptBackup)
+    assert seen["backup"].interval == (0.0 if many_workers else 12.0)
+
+
 # ------------------------------------------------------------ a kill after training
 class _Scores(tf_keras.callbacks.Callback):
     """A validation curve that is best at epoch 1, in the logs as ``score``."""
