@@ -26,8 +26,8 @@ __all__ = [
     "learning_rate",
     "non_negative_int",
     "positive_float",
-    "seconds",
     "positive_int",
+    "seconds",
     "target_column",
 ]
 

@@ -117,8 +117,8 @@ class TrainConfig:
         since its last backup, and always after its last epoch; ``0`` backs up every epoch. An
         interrupted run resumes from its last backup and trains the epochs after it again, to
         the same result. A backup writes the model and the optimizer (about 0.1 s for the
-        default model): on 400 rows, backing up every epoch made an epoch 0.22 s instead of
-        0.12 s (``benchmarks/results/small_jobs/``). A speed setting, as
+        default model): on 400 rows, backing up every epoch made an epoch 0.21 s instead of
+        0.11 s (``benchmarks/results/small_jobs/results.md``). A speed setting, as
         ``steps_per_execution`` is: a run may resume with another value.
     :param schedule: ``"constant"`` (the paper) or ``"cosine"``: the learning rate follows a
         half cosine from ``learning_rate`` down to ``final_learning_fraction`` of it over all
