@@ -339,9 +339,14 @@ class AVDGPModel(tf_keras.Sequential):
         array, before a GP layer would meet it; in a dataset, the step that meets it applies
         no update and fit raises one line naming the input, batch and epoch. Prior
         reversion's anchors not yet placed are placed first
-        (:func:`~gpflux_avdgp.layers.anchor_placement.place_anchors`)."""
+        (:func:`~gpflux_avdgp.layers.anchor_placement.place_anchors`), and the optimizer's
+        variables are made before the training step is traced (made inside it, they make
+        TensorFlow trace the step twice: 4-5 s more before the first epoch of a small model)."""
         check_finite_data(x=x, y=y, validation_data=kwargs.get("validation_data"))
         place_anchors(self, x)
+        if self.built and isinstance(self.optimizer, tf_keras.optimizers.Optimizer):
+            with self.distribute_strategy.scope():  # Keras' own call, ahead of the trace
+                self.optimizer.build(self.trainable_variables)
         return run_reporting_non_finite("fit", 5, super().fit, x, y, *args, **kwargs)
 
     def evaluate(self, x=None, y=None, *args, **kwargs):
