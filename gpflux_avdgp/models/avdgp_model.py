@@ -337,15 +337,13 @@ class AVDGPModel(tf_keras.Sequential):
     def fit(self, x=None, y=None, *args, **kwargs):
         """``tf_keras.Model.fit``; NaN or inf in in-memory ``x`` or ``y`` is refused naming the
         array, before a GP layer would meet it; in a dataset, the step that meets it applies
-        no update and fit raises one line naming the input, batch and epoch. Prior
-        reversion's anchors not yet placed are placed first
-        (:func:`~gpflux_avdgp.layers.anchor_placement.place_anchors`), and the optimizer's
-        variables are made before the training step is traced (made inside it, they make
-        TensorFlow trace the step twice: 4-5 s more before the first epoch of a small model)."""
+        no update and fit raises one line naming the input, batch and epoch. Anchors not yet
+        placed are placed first (:func:`~gpflux_avdgp.layers.anchor_placement.place_anchors`),
+        the optimizer's variables made before the step's trace (in it, it is traced twice)."""
         check_finite_data(x=x, y=y, validation_data=kwargs.get("validation_data"))
         place_anchors(self, x)
         if self.built and isinstance(self.optimizer, tf_keras.optimizers.Optimizer):
-            with self.distribute_strategy.scope():  # Keras' own call, ahead of the trace
+            with self.distribute_strategy.scope():  # Keras' own call, ahead of its trace
                 self.optimizer.build(self.trainable_variables)
         return run_reporting_non_finite("fit", 5, super().fit, x, y, *args, **kwargs)
 
