@@ -61,3 +61,17 @@ def test_the_library_exports_the_names_of_a_keras_user_and_they_resolve(probe):
     assert {"AmortizedGPLayer", "AVDGPLoss", "build_avdgp", "predict_mixture", "export"} <= set(
         probe["names"]
     )
+
+
+#: CONTRIBUTING's bound on a module's lines (issue 49: one concept per module).
+MODULE_LINES = 400
+
+
+def test_no_module_of_the_library_or_the_application_is_over_its_line_bound():
+    sizes = {
+        str(path.relative_to(REPO_ROOT)): len(path.read_text().splitlines())
+        for package in ("gpflux_avdgp", "avdgp")
+        for path in (REPO_ROOT / package).rglob("*.py")
+    }
+    assert len(sizes) > 100, sorted(sizes)  # both packages were found
+    assert {path: n for path, n in sizes.items() if n > MODULE_LINES} == {}
