@@ -1,7 +1,7 @@
 """Helpers shared by the test modules (``tests/`` is on ``sys.path`` under pytest, so
 ``from helpers import ...`` works from any test module, in any sub-folder), and the folders the
-tests read: the test tree mirrors the package (``tests/core`` tests ``gpflux_avdgp/core``...),
-so paths are taken from here, not from a test file's depth."""
+tests read: the test tree mirrors the packages (``tests/library/core`` tests
+``gpflux_avdgp/core``...), so paths are taken from here, not from a test file's depth."""
 
 from __future__ import annotations
 

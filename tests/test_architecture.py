@@ -5,6 +5,7 @@ names a Keras user needs."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -75,3 +76,12 @@ def test_no_module_of_the_library_or_the_application_is_over_its_line_bound():
     }
     assert len(sizes) > 100, sorted(sizes)  # both packages were found
     assert {path: n for path, n in sizes.items() if n > MODULE_LINES} == {}
+
+
+def test_the_library_s_tests_do_not_import_the_application():
+    """``tests/library`` checks the library against NumPy, as a user without the application
+    would run it (``docs/design.md``, "Architecture")."""
+    importing = re.compile(r"^\s*(from|import)\s+avdgp\b", re.M)
+    tests = sorted((REPO_ROOT / "tests" / "library").rglob("*.py"))
+    assert len(tests) > 30, tests
+    assert [str(p.relative_to(REPO_ROOT)) for p in tests if importing.search(p.read_text())] == []

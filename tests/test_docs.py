@@ -20,8 +20,8 @@ BLOCK = re.compile(r"^```python\n(.*?)^```$", re.M | re.S)
 
 # In the slow suite (CI runs it on every submission): each page traces half a dozen models,
 # 41 s of the default suite's budget; the default suite tests the same calls in
-# tests/models/test_keras_habits (docs/keras.md) and tests/models/test_deep_gp and
-# tests/layers (docs/gpflux.md).
+# tests/library/models/test_keras_habits (docs/keras.md) and tests/library/models/test_deep_gp and
+# tests/library/layers (docs/gpflux.md).
 @pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES)
 def test_the_python_blocks_of_the_page_run(page):

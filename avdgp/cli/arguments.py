@@ -1,7 +1,7 @@
 """What the ``avdgp`` parsers share: argparse with one-line errors and every default shown,
 the option types with their checks, and the choices of the library as plain data (parsing
-imports neither TensorFlow nor the library; ``tests/cli/test_parser.py`` checks them against
-their sources)."""
+imports neither TensorFlow nor the library; ``tests/application/cli/test_parser.py`` checks
+them against their sources)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Parsing imports neither TensorFlow nor the library (``avdgp --help`` answers at once): the
 choices it needs from them are plain data in :mod:`.arguments`, checked against their sources
-by ``tests/cli/test_parser.py``.
+by ``tests/application/cli/test_parser.py``.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ every visible GPU (``strategy_from_name("mirrored")``), through the runner's ``f
     python gpu_mirrored_fit.py RULE  ->  prints one JSON line: replicas, and the losses and
                                          weights of both runs
 
-Used by tests/training/test_distributed.py when TensorFlow sees a GPU. The global batch is 8
-rows per GPU, so every batch splits evenly.
+Used by tests/application/training/test_distributed.py when TensorFlow sees a GPU. The global
+batch is 8 rows per GPU, so every batch splits evenly.
 """
 
 import json

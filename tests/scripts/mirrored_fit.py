@@ -5,8 +5,8 @@
     model of the same layers, whose anchors are placed in the first step, not by
     ``place_anchors`` before ``fit``)
 
-Used by tests/training/test_distributed.py (logical devices must be set before TensorFlow starts, so
-this runs in its own process).
+Used by tests/application/training/test_distributed.py (logical devices must be set before
+TensorFlow starts, so this runs in its own process).
 """
 
 import json

@@ -16,7 +16,8 @@ the runner's own data pipeline), and how the data were split:
   under tf.data's default ``AUTO`` policy and under ``shard_global_batches`` (with
   ``--csv-dir``, a folder holding ``part0.csv`` and ``part1.csv``).
 
-Used by tests/training/test_multiworker.py; the test starts the workers and the single-device run.
+Used by tests/application/training/test_multiworker.py; the test starts the workers and the
+single-device run.
 """
 
 import json

@@ -1,4 +1,5 @@
-"""Train a small stochastic (AR2) AVDGP with BackupAndRestore (for tests/training/test_resume.py).
+"""Train a small stochastic (AR2) AVDGP with BackupAndRestore (for
+tests/application/training/test_resume.py).
 
     python resumable_fit.py BACKUP_DIR OUT.npz [--stall-at EPOCH,BATCH MARKER]
 

@@ -16,8 +16,8 @@ statistics pass minus the resident size before it (TensorFlow and the package im
 ``epoch_growth``: the peak during the epoch (with --load: loading and the epoch) minus the
 resident size after the model was built and warmed up on three streamed batches (tracing and
 the pipeline's threads are fixed costs). ``total_growth``: the peak of the whole run minus the
-resident size after the imports. Used by tests/data/test_streaming.py; the docs' memory figure
-comes from it.
+resident size after the imports. Used by tests/application/data/test_streaming.py; the docs'
+memory figure comes from it.
 """
 
 from __future__ import annotations

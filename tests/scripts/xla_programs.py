@@ -1,4 +1,4 @@
-"""Train the default AVDGP with ``jit_compile=True`` (for tests/training/test_xla.py).
+"""Train the default AVDGP with ``jit_compile=True`` (for tests/application/training/test_xla.py).
 
     TF_XLA_FLAGS=--tf_xla_persistent_cache_directory=DIR python xla_programs.py
 

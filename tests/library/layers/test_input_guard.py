@@ -244,7 +244,7 @@ def test_the_guard_trains_on_its_own_elbo_and_not_through_the_model_s_likelihood
 
 @pytest.mark.parametrize(
     "path", ["model.keras", pytest.param("saved_model", marks=pytest.mark.slow)]
-)  # a SavedModel folder of the default model: tests/io/test_saving.py, in the default suite
+)  # a SavedModel folder of the default model: tests/library/io/test_saving.py, in the default suite
 def test_a_saved_guarded_model_reloads_with_its_guard(trained, tmp_path, path):
     model, x, y = trained
     tests = np.linspace(-4, 4, 9)[:, None]

@@ -187,7 +187,8 @@ def test_bernoulli_classification_end_to_end(rng):
 
 
 # ----------------------------------------------------------------------------- jit_compile
-# AR1 and AR2 under XLA: step equality for every rule is in tests/training/test_xla.py (fast).
+# AR1 and AR2 under XLA: step equality for every rule is in
+# tests/application/training/test_xla.py (fast).
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "rule",

@@ -1,7 +1,7 @@
 """Planted payloads through the command line: ``avdgp predict`` and ``avdgp export`` on a model
 folder from elsewhere execute nothing, load nothing from outside the folder, and end with one
 line and exit status 2; a failed write (a full disk) leaves no partial file under the output's
-name. The library-level payloads are in ``tests/io/test_unsafe_files.py``.
+name. The library-level payloads are in ``tests/library/io/test_unsafe_files.py``.
 
 The model folder is assembled by hand (``run.json`` beside a ``model.keras``) rather than by
 ``avdgp fit --save``, so the default suite stays fast; ``test_cli_export.py`` covers folders

@@ -2,8 +2,8 @@
 without ``custom_objects``: the same variables, optimizer state and predictions, and a
 compiled loss that shares the reloaded model's likelihood. Loading never unpickles code.
 
-Continued training after a reload is checked in ``test_saving.py`` on a model that mixes the
-layer kinds (the zoo models only differ from it by their configs).
+Continued training after a reload is checked in ``tests/library/io/test_saving.py`` on a model
+that mixes the layer kinds (the zoo models only differ from it by their configs).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from gpflow.keras import tf_keras
-from test_saving import (
+from saving_checks import (
     FORMATS,
     assert_loss_shares_likelihood,
     assert_same_optimizer_state,

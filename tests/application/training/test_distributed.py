@@ -21,7 +21,8 @@ from helpers import SCRIPTS_DIR
 SCRIPT = SCRIPTS_DIR / "mirrored_fit.py"
 
 
-# AR2 under MirroredStrategy also runs in the fast suite through tests/cli/test_cli_distributed.py.
+# AR2 under MirroredStrategy also runs in the fast suite through
+# tests/application/cli/test_cli_distributed.py.
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "rule",

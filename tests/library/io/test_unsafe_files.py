@@ -6,7 +6,7 @@ graph op writing a file, ...), loads it with :func:`gpflux_avdgp.load_model`, an
 one-line :class:`UnsafeModelError` and that the marker file the payload would create never
 appears. The two main payloads are also shown to be live: plain ``tf_keras`` runs them.
 The command-line variants (``avdgp predict``, ``avdgp export``, ``python -m avdgp`` in the
-model's folder) are in ``tests/cli/test_cli_unsafe.py``.
+model's folder) are in ``tests/application/cli/test_cli_unsafe.py``.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from gpflow.keras import tf_keras
+from reference import mixture_moments
 
-from avdgp.metrics.common import mixture_moments
 from gpflux_avdgp import (
     AmortizedGPLayer,
     AVDGPLoss,
