@@ -48,8 +48,9 @@ class SavedRun:
         return int(self.standardizer.x_mean.size)
 
     def load_model(self):
-        """Load TensorFlow and the Keras model; a file that does not load, or a model whose
-        input width is not the standardiser's, is a one-line CommandLineError."""
+        """Load TensorFlow and the Keras model, not compiled (predicting and exporting need no
+        loss or optimizer state); a file that does not load, or a model whose input width is
+        not the standardiser's, is a one-line CommandLineError."""
         load_tensorflow()
         from ..training import float_type
 
@@ -70,7 +71,7 @@ def _load_keras_model(path: Path, command: str):
     from gpflux_avdgp.io.saving import ModelFileError, load_model
 
     try:
-        return load_model(str(path), custom_objects=SAVED_OBJECTS)
+        return load_model(str(path), custom_objects=SAVED_OBJECTS, compile=False)
     except ModelFileError as error:
         raise CommandLineError(f"avdgp {command}: {one_line(error)}") from error
     except Exception as error:  # noqa: BLE001 - a corrupt file fails in many ways

@@ -144,8 +144,10 @@ class _ServingModule(tf.Module):
                 x = (x - x_mean) / x_std
             return model_mixture(model, x, index).pack()
 
+        traced_mixture = packed_mixture.get_concrete_function()  # called, never traced again
+
         def mixture(x: tf.Tensor) -> GaussianMixture:
-            return GaussianMixture.unpack(packed_mixture(x))  # [N, S, .]
+            return GaussianMixture.unpack(traced_mixture(x))  # [N, S, .]
 
         def to_original_units(moments: tuple[tf.Tensor, tf.Tensor]) -> tuple:
             means, variances = moments  # [N, S, Q]

@@ -26,6 +26,7 @@ from helpers import SAME_NUMBERS_RTOL, assert_one_line_cli_error
 
 from avdgp import metrics
 from avdgp.cli import main
+from avdgp.cli.saved_run import read_saved_run
 
 TINY = ["--epochs", "1", "--batch-size", "50", "--points", "4", "--quiet"]
 DEEP = ["--layers", "2", "--hidden-dims", "2", "--inducing", "4,4"]
@@ -116,6 +117,14 @@ def test_fit_says_what_it_read_kept_and_saved_and_what_to_run_next(regression):
 
 
 @pytest.mark.slow
+def test_predict_and_export_load_the_model_without_its_optimizer(regression):
+    """Neither needs the loss or the optimizer's state: the model loads uncompiled (compiling
+    would rebuild the optimizer and read its slots for nothing)."""
+    model = read_saved_run(str(regression["dir"]), "predict").load_model()
+    assert model.optimizer is None and model.compiled_loss is None
+    assert model.predict(np.zeros((2, 3)), verbose=0)["mean"].shape == (2, 1)
+
+
 def test_fit_records_the_data_layout(regression, classification):
     info = json.loads((regression["dir"] / "run.json").read_text())
     assert info["data"] == {

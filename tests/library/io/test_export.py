@@ -25,7 +25,9 @@ from reference import gaussian_mixture_log_density
 from scipy import special
 
 import gpflux_avdgp
+from gpflux_avdgp.io import serving
 from gpflux_avdgp.io.serving import METADATA_FILE, SIGNATURES
+from gpflux_avdgp.prediction import model_mixture
 
 BATCH_SIZES = (1, 7, 50)
 RTOL = SAME_NUMBERS_RTOL  # float64 throughout
@@ -409,6 +411,20 @@ def test_export_rejects_bad_models_and_paths(small_model, tmp_path):
         gpflux_avdgp.export(headless, tmp_path / "h")
     with pytest.raises(ValueError, match="model: expected a tf_keras.Model, got str"):
         gpflux_avdgp.export("model.keras", tmp_path / "s")
+
+
+def test_an_export_traces_the_model_once_for_all_its_signatures(small_model, tmp_path, monkeypatch):
+    """Every signature calls one traced mixture of the model (tracing is most of an export's
+    time): one eager call that builds what is lazily built, then one trace."""
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(tf.executing_eagerly())
+        return model_mixture(*args, **kwargs)
+
+    monkeypatch.setattr(serving, "model_mixture", counted)
+    gpflux_avdgp.export(small_model, tmp_path / "e", feature_names=["width", "height"])
+    assert calls == [True, False]
 
 
 def test_an_export_with_feature_names_serves_columns_by_name(small_model, tmp_path, rng):
