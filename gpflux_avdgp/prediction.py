@@ -180,16 +180,23 @@ def mixture_function(model: tf_keras.Model):
     ``tf.function`` calling ``model`` in prediction mode (compiled with XLA when
     ``model.jit_compile``): read from the predictive distribution the model's output carries,
     or the output itself for a model ending in a GP layer. Made once per model and XLA setting
-    and kept on the model (untracked), so equal batch shapes trace once."""
+    and kept on the model (untracked). A model of one known input not compiled with XLA is
+    traced once for every batch size (the signature ``[None, D]`` in the input's dtype); XLA's
+    programs have static shapes, and other models are traced once per batch shape."""
     jit_compile = bool(getattr(model, "jit_compile", False))
     kept = model.__dict__.get("_avdgp_mixture_function")
     if kept is not None and kept[0] == jit_compile:
         return kept[1]
 
     index = likelihood_output(model)
+    inputs = list(getattr(model, "inputs", None) or [])
+    one_input = len(inputs) == 1 and not jit_compile
+    signature = (
+        [tf.TensorSpec([None, *inputs[0].shape[1:]], inputs[0].dtype)] if one_input else None
+    )
 
-    @tf.function(jit_compile=jit_compile, autograph=False)  # no control flow on tensors
-    def packed_mixture(x: tf.Tensor) -> tf.Tensor:
+    @tf.function(input_signature=signature, jit_compile=jit_compile, autograph=False)
+    def packed_mixture(x: tf.Tensor) -> tf.Tensor:  # no control flow on tensors
         return model_mixture(model, x, index).pack()
 
     object.__setattr__(model, "_avdgp_mixture_function", (jit_compile, packed_mixture))
@@ -198,17 +205,18 @@ def mixture_function(model: tf_keras.Model):
 
 def log_density_function(model: tf_keras.Model, likelihood: gpflow.likelihoods.Likelihood):
     """``log p(y | x)`` ``[B]`` of batches ``x`` ``[B, D]``, ``y`` ``[B, Q]`` (the model's float
-    type) under ``model`` in prediction mode, as one ``tf.function`` (compiled with XLA when
-    ``model.jit_compile``): the mixture and its density traced together, for a caller that
-    scores the same rows again and again (:class:`~gpflux_avdgp.ValidationNLL`), where
+    type) under ``model`` in prediction mode: :func:`mixture_function`'s mixture (the model's
+    trace that :func:`predict_mixture` reuses), then its density as one ``tf.function``
+    (compiled with XLA when ``model.jit_compile``), for a caller that scores the same rows
+    again and again (:class:`~gpflux_avdgp.ValidationNLL`), where
     :meth:`PredictiveMixture.log_density` would run the likelihood's ops one by one."""
-    index = likelihood_output(model)
+    mixture = mixture_function(model)
 
     @tf.function(jit_compile=bool(getattr(model, "jit_compile", False)), autograph=False)
-    def log_density(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
-        return mixture_log_density(likelihood, model_mixture(model, x, index), y)
+    def density(packed: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+        return mixture_log_density(likelihood, GaussianMixture.unpack(packed), y)
 
-    return log_density
+    return lambda x, y: density(mixture(x), y)
 
 
 def model_mixture(model: tf_keras.Model, x, index: Optional[int]) -> GaussianMixture:
@@ -266,7 +274,8 @@ def predict_mixture(
     likelihood = model_likelihood(model, likelihood)
     function = mixture_function(model)
     if isinstance(inputs, tf.data.Dataset):
-        packed = np.concatenate([function(_batch_inputs(batch)).numpy() for batch in inputs])
+        dtype = model_input_spec(model)[1]
+        packed = np.concatenate([function(_batch_inputs(b, dtype)).numpy() for b in inputs])
     else:
         packed = _predict_array(model, function, inputs, batch_size)
     means, variances, log_weights = unpack_numpy(packed)
@@ -283,9 +292,11 @@ def predict_mixture(
     )
 
 
-def _batch_inputs(batch):
-    """The inputs of a dataset batch (``x`` of an ``(x, y)`` or ``(x, y, w)`` batch)."""
-    return tf_keras.utils.unpack_x_y_sample_weight(batch)[0]
+def _batch_inputs(batch, dtype: tf.DType):
+    """The inputs of a dataset batch (``x`` of an ``(x, y)`` or ``(x, y, w)`` batch), one
+    tensor in the model's float type (Keras would cast it)."""
+    x = tf_keras.utils.unpack_x_y_sample_weight(batch)[0]
+    return tf.cast(x, dtype) if tf.is_tensor(x) and x.dtype != dtype else x
 
 
 def _predict_array(model: tf_keras.Model, function, inputs, batch_size: int) -> np.ndarray:

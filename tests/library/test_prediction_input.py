@@ -7,6 +7,8 @@ import pytest
 import tensorflow as tf
 
 import gpflux_avdgp
+from gpflux_avdgp.prediction import mixture_function
+from gpflux_avdgp.predictive import output_mixture
 from gpflux_avdgp.validation import check_feature_matrix
 
 INPUT_DIM = 3
@@ -115,3 +117,32 @@ def test_check_feature_matrix_without_known_width():
     assert check_feature_matrix("x", np.ones((2, 7))).shape == (2, 7)
     with pytest.raises(ValueError, match=r"x: expected a 2-d array \[N, D\], got rank 0"):
         check_feature_matrix("x", 1.0)
+
+
+def test_one_trace_of_the_model_serves_every_batch_size_and_the_validation_score(rng):
+    """``predict_mixture`` and ``ValidationNLL`` call one traced mixture, whatever the number of
+    rows and their dtype (a float32 dataset is cast as Keras would), with the numbers of the
+    eager model."""
+    likelihood = gpflow.likelihoods.Gaussian(0.1)
+    model = gpflux_avdgp.build_avdgp(INPUT_DIM, [2, 1], [3, 3], 20, likelihood, num_points=3)
+    x, y = rng.normal(size=(9, INPUT_DIM)), rng.normal(size=(9, 1))
+    five = gpflux_avdgp.predict_mixture(model, x[:5])
+    seven = gpflux_avdgp.predict_mixture(model, tf.data.Dataset.from_tensor_slices(x).batch(7))
+    validation = gpflux_avdgp.ValidationNLL(x[:4], y[:4])
+    validation.set_model(model)
+    nll = validation.score()
+    assert mixture_function(model).experimental_get_tracing_count() == 1
+    eager = output_mixture(model(x, training=False))
+    np.testing.assert_allclose(five.f_means, eager.means.numpy()[:5], rtol=1e-12)
+    np.testing.assert_allclose(seven.f_variances, eager.variances.numpy(), rtol=1e-12)
+    log_density = gpflux_avdgp.predict_mixture(model, x[:4]).log_density(y[:4])
+    assert nll == pytest.approx(-np.mean(log_density), rel=1e-12)
+
+
+def test_float32_dataset_batches_predict_as_arrays_do(model, rng):
+    x = rng.normal(size=(6, INPUT_DIM))
+    batches = tf.data.Dataset.from_tensor_slices(x.astype(np.float32)).batch(4)
+    expected = gpflux_avdgp.predict_mixture(model, x.astype(np.float32))
+    np.testing.assert_array_equal(
+        gpflux_avdgp.predict_mixture(model, batches).f_means, expected.f_means
+    )
