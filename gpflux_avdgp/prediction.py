@@ -274,8 +274,7 @@ def predict_mixture(
     likelihood = model_likelihood(model, likelihood)
     function = mixture_function(model)
     if isinstance(inputs, tf.data.Dataset):
-        dtype = model_input_spec(model)[1]
-        packed = np.concatenate([function(_batch_inputs(b, dtype)).numpy() for b in inputs])
+        packed = np.concatenate([function(_batch_inputs(b, model)).numpy() for b in inputs])
     else:
         packed = _predict_array(model, function, inputs, batch_size)
     means, variances, log_weights = unpack_numpy(packed)
@@ -292,11 +291,19 @@ def predict_mixture(
     )
 
 
-def _batch_inputs(batch, dtype: tf.DType):
-    """The inputs of a dataset batch (``x`` of an ``(x, y)`` or ``(x, y, w)`` batch), one
-    tensor in the model's float type (Keras would cast it)."""
+def _batch_inputs(batch, model: tf_keras.Model):
+    """The inputs of a dataset batch (``x`` of an ``(x, y)`` or ``(x, y, w)`` batch); for a
+    model of one input, one tensor in its dtype (as Keras reads ``x``, ``[x]`` or
+    ``{name: x}`` and casts it), which :func:`mixture_function`'s signature takes."""
     x = tf_keras.utils.unpack_x_y_sample_weight(batch)[0]
-    return tf.cast(x, dtype) if tf.is_tensor(x) and x.dtype != dtype else x
+    specs = list(getattr(model, "inputs", None) or [])
+    if len(specs) != 1:
+        return x
+    if isinstance(x, dict) and list(x) == list(model.input_names):
+        x = x[model.input_names[0]]
+    elif isinstance(x, (list, tuple)) and len(x) == 1:
+        x = x[0]
+    return tf.cast(x, specs[0].dtype) if tf.is_tensor(x) and x.dtype != specs[0].dtype else x
 
 
 def _predict_array(model: tf_keras.Model, function, inputs, batch_size: int) -> np.ndarray:

@@ -146,3 +146,14 @@ def test_float32_dataset_batches_predict_as_arrays_do(model, rng):
     np.testing.assert_array_equal(
         gpflux_avdgp.predict_mixture(model, batches).f_means, expected.f_means
     )
+
+
+def test_dataset_batches_of_the_one_input_by_name_or_in_a_list_predict_as_arrays_do(model, rng):
+    """Keras reads a one-input model's ``x`` as ``{name: x}`` or ``[x]`` too."""
+    x = rng.normal(size=(6, INPUT_DIM))
+    expected = gpflux_avdgp.predict_mixture(model, x).f_means
+    by_name = tf.data.Dataset.from_tensor_slices({model.input_names[0]: x}).batch(4)
+    in_a_list = tf.data.Dataset.from_tensor_slices(x).batch(4).map(lambda rows: ((rows,),))
+    for batches in (by_name, in_a_list):
+        got = gpflux_avdgp.predict_mixture(model, batches).f_means
+        np.testing.assert_allclose(got, expected, rtol=1e-12)
