@@ -45,7 +45,7 @@ DATA_ROOT = Path(os.environ.get("AVDGP_DATA_ROOT", Path(__file__).parents[2] / "
 MODELS = (
     "avdgp", "avdgp-paper",
     "avdgp-no-reach", "avdgp-guard", "avdgp-guard-64", "avdgp-guard-fixed-kernel",
-    "avdgp-guard-mean-field", "mlp", "dsdgp",
+    "avdgp-guard-mean-field", "avdgp-previous-guard", "mlp", "dsdgp",
     "svgp", "svgp-64", "svgp-128",
 )  # fmt: skip
 #: ``model:optimizer`` run by default: Keras' Adam, or the package's FlatAdam (what ``avdgp``
@@ -197,6 +197,7 @@ def build(name: str, x, num_data: int):
             "avdgp-guard-64": ("avdgp", "default", "guard-64"),
             "avdgp-guard-fixed-kernel": ("avdgp", "default", "guard-fixed-kernel"),
             "avdgp-guard-mean-field": ("avdgp", "default", "guard-mean-field"),
+            "avdgp-previous-guard": ("avdgp", "default", "previous-guard"),
             "dsdgp": ("dsdgp", "default", None),
             "svgp": ("svgp", "default", None),
         }["svgp" if inducing else name]

@@ -110,13 +110,19 @@ DESIGNS = {
     # the default with a defensive mixture off the data (an SVGP on x, gated by anchors on x,
     # by the training rows' range along each input and by the SVGP's variance); the same with a
     # 64-point SVGP; with its kernel fixed at GPflow's defaults; with a mean-field q(u); without
-    # the range gate; gated by the anchors alone
+    # the range gate; gated by the anchors alone; the paper's layers with the guard
     "guard": {"guard": True},
     "guard-64": {"guard": {"num_inducing": 64}},
     "guard-fixed-kernel": {"guard": {"train_kernel": False}},
     "guard-mean-field": {"guard": {"mean_field": True}},
     "guard-no-range": {"guard": {"range_gate": False}},
     "guard-reach": {"guard": {"variance_gate": False, "range_gate": False}},
+    "previous-guard": {
+        "whiten": False,
+        "num_anchors": 0,
+        "hidden_mean_function": None,
+        "guard": True,
+    },
 }
 
 
