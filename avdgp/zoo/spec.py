@@ -113,6 +113,8 @@ DESIGNS = {
     # the range gate; gated by the anchors alone; the paper's layers with the guard
     "guard": {"guard": True},
     "guard-64": {"guard": {"num_inducing": 64}},
+    "guard-every-4": {"guard": {"train_every": 4}},
+    "guard-every-1000": {"guard": {"train_every": 1000}},
     "guard-fixed-kernel": {"guard": {"train_kernel": False}},
     "guard-mean-field": {"guard": {"mean_field": True}},
     "guard-no-range": {"guard": {"range_gate": False}},

@@ -145,6 +145,7 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
         scale: float = 0.5,
         variance_gate: bool = True,
         range_gate: bool = True,
+        train_every: int = 1,
         **kwargs,
     ):
         if not isinstance(svgp, gpflux.layers.GPLayer):
@@ -165,6 +166,7 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
         self.scale = float(scale)
         self.variance_gate = bool(variance_gate)
         self.range_gate = bool(range_gate)
+        self.train_every = check_positive_int("train_every", train_every)
         self.anchors = self.add_weight(
             name="anchors", shape=(self.num_anchors, self.input_dim), initializer="zeros",
             trainable=False,
@@ -320,6 +322,29 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
         # each replica's share, as Keras scales its losses: the gradients are summed
         return (tf.reduce_mean(values) + self._kl_term()) / replicas
 
+    def training_gradients(self, x, y, sample_weight, step) -> tuple[tf.Tensor, list]:
+        """The guard's negative ELBO per datapoint and its gradients for
+        ``trainable_variables`` on one step's batch, computed on a tape of their own in every
+        ``train_every``-th step (``step`` counts from 0), zeros in the others: a skipped step
+        costs a predicate, as no outer gradient passes through the conditional."""
+        variables = self.trainable_variables
+
+        def trained():
+            with tf.GradientTape() as tape:
+                loss = self.training_loss(x, y, sample_weight)
+            return [loss, *tape.gradient(loss, variables)]
+
+        if self.train_every == 1:
+            loss, *gradients = trained()
+            return loss, gradients
+
+        def skipped():
+            return [tf.zeros([], self.dtype), *(tf.zeros_like(v) for v in variables)]
+
+        train_now = tf.equal(tf.math.floormod(step, self.train_every), 0)
+        loss, *gradients = tf.cond(train_now, trained, skipped)
+        return loss, gradients
+
     def get_config(self) -> dict:
         config = super().get_config()
         config.update(
@@ -331,6 +356,7 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
             scale=self.scale,
             variance_gate=self.variance_gate,
             range_gate=self.range_gate,
+            train_every=self.train_every,
         )
         return config
 

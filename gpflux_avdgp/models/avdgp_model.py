@@ -291,11 +291,19 @@ class AVDGPModel(tf_keras.Sequential):
         with tf.control_dependencies(checked), tf.GradientTape() as tape:
             y_pred = self(x, training=True)  # after the checks: draw counters advance then
             loss = self.compute_loss(x, y, y_pred, sample_weight)
-            if self.guard is not None:
-                labels = self._gpflow_labels(y)
-                loss += self.guard.training_loss(x, labels, sample_weight)
         variables = self.trainable_variables
-        gradients = tape.gradient(loss, variables)
+        if self.guard is None or not self.guard.trainable_variables:
+            gradients = tape.gradient(loss, variables)
+        else:
+            guarded = {id(v) for v in self.guard.trainable_variables}
+            layers = [v for v in variables if id(v) not in guarded]
+            gradients = tape.gradient(loss, layers)
+            guard_loss, guard_gradients = self.guard.training_gradients(
+                x, self._gpflow_labels(y), sample_weight, self.optimizer.iterations
+            )
+            loss += guard_loss
+            gradients += guard_gradients
+            variables = layers + self.guard.trainable_variables
         with tf.control_dependencies([gradients_check(loss, gradients)]):  # every update op
             self.optimizer.apply_gradients(zip(gradients, variables))  # and the count wait
         logs = self.compute_metrics(x, y, y_pred, sample_weight)
