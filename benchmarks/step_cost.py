@@ -45,7 +45,8 @@ DATA_ROOT = Path(os.environ.get("AVDGP_DATA_ROOT", Path(__file__).parents[2] / "
 MODELS = (
     "avdgp", "avdgp-paper",
     "avdgp-no-reach", "avdgp-guard", "avdgp-guard-64", "avdgp-guard-fixed-kernel",
-    "avdgp-guard-mean-field", "avdgp-previous-guard", "avdgp-guard-every-4", "avdgp-guard-every-1000", "mlp", "dsdgp",
+    "avdgp-guard-mean-field", "avdgp-previous-guard", "avdgp-guard-every-4",
+    "avdgp-guard-every-1000", "mlp", "dsdgp",
     "svgp", "svgp-64", "svgp-128",
 )  # fmt: skip
 #: ``model:optimizer`` run by default: Keras' Adam, or the package's FlatAdam (what ``avdgp``

@@ -132,6 +132,9 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
         standard deviations): a shift along one input, which the nearest-anchor distance of
         many inputs hardly sees. The range is the placement rows', widened in training to
         every batch's.
+    :param train_every: train the SVGP, its likelihood and ``rho_r`` in every
+        ``train_every``-th step only (:meth:`training_gradients`); the range widens in every
+        step.
     """
 
     def __init__(
@@ -300,10 +303,49 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
         of ``rho`` over the global batch; with ``range_gate``, the range widens to the global
         batch's (the placement rows are a subset of the training rows)."""
         x = tf.cast(x, self.dtype)  # not through Keras' call, which would cast it
+        self._widen_range(x)
+        return self._negative_elbo(x, y, sample_weight)
+
+    def training_gradients(
+        self, x: tf.Tensor, y: tf.Tensor, sample_weight, step: tf.Tensor
+    ) -> tuple[tf.Tensor, list[tf.Tensor]]:
+        """:meth:`training_loss` ``[]`` and its gradients for ``trainable_variables`` on one
+        step's batch ``x`` ``[B, D]``, ``y`` ``[B, Q]``, on a tape of their own, where the
+        step count ``step`` (the optimizer's, from 0) is a multiple of ``train_every``; zeros
+        in the other steps, where only the range widens (no outer gradient passes through the
+        conditional, so a skipped step costs its predicate)."""
+        x = tf.cast(x, self.dtype)
+        self._widen_range(x)
+        variables = self.trainable_variables
+
+        def trained() -> list[tf.Tensor]:
+            with tf.GradientTape() as tape:
+                loss = self._negative_elbo(x, y, sample_weight)
+            gradients = tape.gradient(loss, variables)
+            return [loss] + [tf.zeros_like(v) if g is None else g
+                             for g, v in zip(gradients, variables)]  # fmt: skip
+
+        if self.train_every == 1:
+            loss, *gradients = trained()
+            return loss, gradients
+
+        def skipped() -> list[tf.Tensor]:
+            return [tf.zeros([], self.dtype)] + [tf.zeros_like(v) for v in variables]
+
+        step = tf.cast(step, tf.int64)
+        train_now = tf.equal(tf.math.floormod(step, self.train_every), 0)
+        loss, *gradients = tf.cond(train_now, trained, skipped)
+        return loss, gradients
+
+    def _widen_range(self, x: tf.Tensor) -> None:
+        """With ``range_gate``, widen the range to the global batch ``x`` ``[B, D]``'s."""
         if self.range_gate:
             rows = every_replicas_rows(tf.stop_gradient(x))
             self.lower.assign(tf.minimum(self.lower, tf.reduce_min(rows, axis=0)))
             self.upper.assign(tf.maximum(self.upper, tf.reduce_max(rows, axis=0)))
+
+    def _negative_elbo(self, x: tf.Tensor, y: tf.Tensor, sample_weight) -> tf.Tensor:
+        """:meth:`training_loss` without widening the range (``x`` in the guard's dtype)."""
         packed = self._component(x)
         if self.variance_gate:
             ratios = every_replicas_rows(tf.stop_gradient(self._variance_ratio(x, packed)))
@@ -321,29 +363,6 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
         replicas = 1 if context is None else context.num_replicas_in_sync
         # each replica's share, as Keras scales its losses: the gradients are summed
         return (tf.reduce_mean(values) + self._kl_term()) / replicas
-
-    def training_gradients(self, x, y, sample_weight, step) -> tuple[tf.Tensor, list]:
-        """The guard's negative ELBO per datapoint and its gradients for
-        ``trainable_variables`` on one step's batch, computed on a tape of their own in every
-        ``train_every``-th step (``step`` counts from 0), zeros in the others: a skipped step
-        costs a predicate, as no outer gradient passes through the conditional."""
-        variables = self.trainable_variables
-
-        def trained():
-            with tf.GradientTape() as tape:
-                loss = self.training_loss(x, y, sample_weight)
-            return [loss, *tape.gradient(loss, variables)]
-
-        if self.train_every == 1:
-            loss, *gradients = trained()
-            return loss, gradients
-
-        def skipped():
-            return [tf.zeros([], self.dtype), *(tf.zeros_like(v) for v in variables)]
-
-        train_now = tf.equal(tf.math.floormod(step, self.train_every), 0)
-        loss, *gradients = tf.cond(train_now, trained, skipped)
-        return loss, gradients
 
     def get_config(self) -> dict:
         config = super().get_config()

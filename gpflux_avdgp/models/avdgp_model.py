@@ -71,7 +71,7 @@ class AVDGPModel(tf_keras.Sequential):
     :param name: the model's name.
     :param guard: an :class:`~gpflux_avdgp.layers.input_guard.InputGuard` (a defensive
         mixture off the data, ``build_avdgp(guard=True)``): placed with the anchors, trained on
-        its own ELBO in every step, mixed into the last GP layer's output in prediction.
+        its own ELBO in the model's steps, mixed into the last GP layer's output in prediction.
     """
 
     def __init__(self, layers=None, name: Optional[str] = None, guard: Optional[InputGuard] = None):
@@ -166,10 +166,8 @@ class AVDGPModel(tf_keras.Sequential):
     def trainable_weights(self) -> list[tf.Variable]:
         """The layers' trainable weights, then the guard's (a ``Sequential`` collects its
         layers' only)."""
-        weights = super().trainable_weights
-        if self.guard is None or not self.trainable:
-            return weights
-        return self._dedup_weights(weights + self.guard.trainable_weights)
+        guard = self.guard.trainable_weights if self.guard is not None and self.trainable else []
+        return self._dedup_weights(super().trainable_weights + guard)
 
     @property
     def non_trainable_weights(self) -> list[tf.Variable]:
@@ -185,10 +183,8 @@ class AVDGPModel(tf_keras.Sequential):
     def weights(self) -> list[tf.Variable]:
         """The layers' weights, then the guard's (what ``get_weights``, ``set_weights`` and
         Keras' ``restore_best_weights`` read)."""
-        weights = super().weights
-        if self.guard is None:
-            return weights
-        return self._dedup_weights(weights + self.guard.weights)
+        guard = self.guard.weights if self.guard is not None else []
+        return self._dedup_weights(super().weights + guard)
 
     def get_config(self) -> dict:
         """``Sequential``'s config, with the guard's."""
@@ -279,9 +275,9 @@ class AVDGPModel(tf_keras.Sequential):
         """Keras' training step (:meth:`compute_loss`, the optimizer's update, the metrics)
         with the batch, the loss and every gradient checked before the update
         (:mod:`~gpflux_avdgp.models.finite_steps`), then the GP layers' KL sum into ``kl``.
-        With a guard, the loss minimised adds the guard's negative ELBO per datapoint
-        (:meth:`~gpflux_avdgp.layers.input_guard.InputGuard.training_loss`); ``loss`` in the
-        logs stays the model's (Keras' loss tracker reads the compiled loss).
+        A guard's variables follow its own negative ELBO (:meth:`~gpflux_avdgp.layers.
+        input_guard.InputGuard.training_gradients`) in the same update; ``loss`` in the logs
+        stays the model's (Keras' loss tracker reads the compiled loss).
 
         :returns: the step's logs with ``kl`` added.
         """
@@ -291,19 +287,14 @@ class AVDGPModel(tf_keras.Sequential):
         with tf.control_dependencies(checked), tf.GradientTape() as tape:
             y_pred = self(x, training=True)  # after the checks: draw counters advance then
             loss = self.compute_loss(x, y, y_pred, sample_weight)
-        variables = self.trainable_variables
-        if self.guard is None or not self.guard.trainable_variables:
-            gradients = tape.gradient(loss, variables)
-        else:
-            guarded = {id(v) for v in self.guard.trainable_variables}
-            layers = [v for v in variables if id(v) not in guarded]
-            gradients = tape.gradient(loss, layers)
+        variables = self.trainable_variables  # the guard's last (trainable_weights)
+        gradients = tape.gradient(loss, variables)  # None for the guard's
+        if self.guard is not None and self.guard.trainable_variables:
             guard_loss, guard_gradients = self.guard.training_gradients(
                 x, self._gpflow_labels(y), sample_weight, self.optimizer.iterations
             )
             loss += guard_loss
-            gradients += guard_gradients
-            variables = layers + self.guard.trainable_variables
+            gradients = gradients[: -len(guard_gradients)] + guard_gradients
         with tf.control_dependencies([gradients_check(loss, gradients)]):  # every update op
             self.optimizer.apply_gradients(zip(gradients, variables))  # and the count wait
         logs = self.compute_metrics(x, y, y_pred, sample_weight)

@@ -360,3 +360,48 @@ def test_a_guarded_model_trains_under_xla_as_without(rng):
         losses.append(history.history["loss"][0])
         assert float(model.guard.variance_reach.numpy()) > 0.0
     assert losses[1] == pytest.approx(losses[0], rel=1e-6)
+
+
+def test_a_guard_trained_every_kth_step_gets_its_gradients_then_and_zeros_otherwise(rng):
+    x, y = _gap_data(rng)
+    guard = _guarded(len(x), guard={"train_every": 3}).guard
+    guard.place(x)
+    x, y = tf.constant(x), tf.constant(y)
+    with tf.GradientTape() as tape:
+        expected_loss = guard.training_loss(x, y)
+    expected = tape.gradient(expected_loss, guard.trainable_variables)
+    for step in (0, 3, 6):
+        loss, gradients = guard.training_gradients(x, y, None, tf.constant(step, tf.int64))
+        assert float(loss) == pytest.approx(float(expected_loss), rel=1e-12)
+        for got, want in zip(gradients, expected):
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-10)
+    for step in (1, 2, 4):
+        loss, gradients = guard.training_gradients(x, y, None, tf.constant(step, tf.int64))
+        assert float(loss) == 0.0 and all(not np.any(g.numpy()) for g in gradients)
+    assert len(gradients) == len(guard.trainable_variables)
+
+
+def test_a_guard_trained_every_kth_step_is_left_alone_in_the_others_but_its_range_widens(rng):
+    x, y = _gap_data(rng)
+    model = _guarded(len(x), guard={"train_every": 1000})
+    model.compile(tf_keras.optimizers.Adam(0.05))
+    gpflux_avdgp.layers.place_anchors(model, x[:20])  # placed on the left of the gap only
+    model.optimizer.build(model.trainable_variables)
+    model.optimizer.iterations.assign(1)  # steps 1..4: none is a multiple of 1000
+    guard_before = [v.numpy().copy() for v in model.guard.trainable_variables]
+    layers_before = [v.numpy().copy() for v in model.layers[0].trainable_variables]
+    model.fit(x, y, epochs=2, batch_size=30, verbose=0)
+    for old, new in zip(guard_before, model.guard.trainable_variables):
+        np.testing.assert_array_equal(old, new.numpy())  # Adam moves nothing without a gradient
+    assert any(
+        not np.array_equal(old, new.numpy())
+        for old, new in zip(layers_before, model.layers[0].trainable_variables)
+    )
+    assert float(model.guard.upper.numpy()[0]) == pytest.approx(x.max())
+    every_step = _guarded(len(x))
+    assert every_step.guard.train_every == 1
+    config = model.guard.get_config()
+    assert InputGuard.from_config(config).train_every == 1000
+    with pytest.raises(ValueError, match="train_every"):
+        InputGuard(guard_gp_layer(1, 1, 3, 10), gpflow.likelihoods.Gaussian(), input_dim=1,
+                   train_every=0)  # fmt: skip
