@@ -134,7 +134,7 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
         every batch's.
     :param train_every: train the SVGP, its likelihood and ``rho_r`` in every
         ``train_every``-th step only (:meth:`training_gradients`); the range widens in every
-        step.
+        step. Under a strategy of several replicas, only without the variance gate.
     """
 
     def __init__(
@@ -313,7 +313,11 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
         step's batch ``x`` ``[B, D]``, ``y`` ``[B, Q]``, on a tape of their own, where the
         step count ``step`` (the optimizer's, from 0) is a multiple of ``train_every``; zeros
         in the other steps, where only the range widens (no outer gradient passes through the
-        conditional, so a skipped step costs its predicate)."""
+        conditional, so a skipped step costs its predicate).
+
+        :raises ValueError: for ``train_every > 1`` with the variance gate under a strategy of
+            several replicas.
+        """
         x = tf.cast(x, self.dtype)
         self._widen_range(x)
         variables = self.trainable_variables
@@ -332,6 +336,13 @@ class InputGuard(GPflowModuleState, tf_keras.layers.Layer):
         def skipped() -> list[tf.Tensor]:
             return [tf.zeros([], self.dtype)] + [tf.zeros_like(v) for v in variables]
 
+        context = tf.distribute.get_replica_context()
+        if self.variance_gate and context is not None and context.num_replicas_in_sync > 1:
+            raise ValueError(
+                f"{self.name}: train_every={self.train_every} with the variance gate under a "
+                "strategy of several replicas (its quantile is gathered across replicas, which "
+                "cannot happen in a conditional); use train_every=1 or variance_gate=False"
+            )
         step = tf.cast(step, tf.int64)
         train_now = tf.equal(tf.math.floormod(step, self.train_every), 0)
         loss, *gradients = tf.cond(train_now, trained, skipped)

@@ -1,7 +1,9 @@
 """Train the same small AVDGP on one device and under MirroredStrategy on two logical CPUs.
 
-    python mirrored_fit.py RULE [guard|functional]  ->  prints one JSON line: losses and
-    weights of both runs (``guard``: the model has an input guard; ``functional``: a Functional
+    python mirrored_fit.py RULE [guard|guard-every-2|guard-every-2-variance|functional]  ->
+    prints one JSON line: losses and weights of both runs (``guard``: the model has an input
+    guard, trained in every step or every second step, without its variance gate or with it;
+    ``functional``: a Functional
     model of the same layers, whose anchors are placed in the first step, not by
     ``place_anchors`` before ``fit``)
 
@@ -29,7 +31,11 @@ import gpflux_avdgp  # noqa: E402
 
 
 def train(strategy: tf.distribute.Strategy, rule: str, option: str) -> tuple[list, list]:
-    guard = option == "guard"
+    guard = {
+        "guard": True,
+        "guard-every-2": {"train_every": 2, "variance_gate": False},
+        "guard-every-2-variance": {"train_every": 2},
+    }.get(option, False)
     rng = np.random.default_rng(0)
     x = rng.normal(size=(200, 2))
     y = np.sin(x[:, :1]) + 0.1 * rng.normal(size=(200, 1))

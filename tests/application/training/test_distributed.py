@@ -45,6 +45,21 @@ def test_mirrored_strategy_with_an_input_guard_matches_one_device():
 
 
 @pytest.mark.slow
+def test_mirrored_strategy_with_a_guard_trained_every_second_step_matches_one_device():
+    """The guard's gradients, made in a conditional on the step count, are all-reduced as in
+    every step; with its variance gate (a quantile gathered across replicas, which cannot
+    happen in a conditional) it is refused in one line."""
+    _check_mirrored_matches_one_device("ar2p", "guard-every-2")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "ar2p", "guard-every-2-variance"],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "train_every=2 with the variance gate under a strategy of several" in done.stderr
+
+
+@pytest.mark.slow
 def test_a_functional_model_under_mirrored_strategy_matches_one_device_without_place_anchors():
     """Its anchors are placed in the first step, on the global batch's rows on every replica
     (each replica's own half placed other anchors: loss 4.076 against 4.004 on one device)."""
