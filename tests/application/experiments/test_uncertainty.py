@@ -127,10 +127,13 @@ def test_design_names():
         "identity-first",
         "guard",
         "guard-64",
+        "guard-every-4",
+        "guard-every-1000",
         "guard-fixed-kernel",
         "guard-mean-field",
         "guard-no-range",
         "guard-reach",
+        "previous-guard",
     }
     with pytest.raises(ValueError, match="expected a design in"):
         split_design("avdgp-ar2p:fast")
@@ -169,6 +172,17 @@ def test_the_default_reverts_and_previous_is_the_papers_layers():
     ]
     assert [(layer.num_anchors, layer.whiten) for layer in previous] == [(0, False)] * 3
     assert {layer.mean_function for layer in previous} == {None}
+
+
+def test_previous_guard_is_the_papers_layers_with_the_guard_and_every_4_trains_it_so():
+    spec = ModelSpec(design="previous-guard", num_points=4)
+    built = build_model(spec, 3, 100, inputs=np.random.default_rng(0).normal(size=(100, 3)))
+    layers = built.model.layers[:-1]
+    assert [(layer.num_anchors, layer.whiten) for layer in layers] == [(0, False)] * 3
+    assert built.model.guard is not None and built.model.guard.train_every == 1
+    spec = ModelSpec(design="guard-every-4", num_points=4)
+    built = build_model(spec, 3, 100, inputs=np.random.default_rng(0).normal(size=(100, 3)))
+    assert built.model.guard.train_every == 4
 
 
 @pytest.mark.parametrize("design, anchors", [("global-last", 32), ("linear-hidden-global-last", 0)])
