@@ -405,3 +405,15 @@ def test_a_guard_trained_every_kth_step_is_left_alone_in_the_others_but_its_rang
     with pytest.raises(ValueError, match="train_every"):
         InputGuard(guard_gp_layer(1, 1, 3, 10), gpflow.likelihoods.Gaussian(), input_dim=1,
                    train_every=0)  # fmt: skip
+
+
+def test_a_frozen_guarded_model_fits_without_moving_its_guard(rng):
+    x, y = _gap_data(rng)
+    model = _guarded(len(x))
+    model.trainable = False  # the guard is frozen with it (trainable_weights)
+    model.compile(tf_keras.optimizers.Adam(0.05))
+    gpflux_avdgp.layers.place_anchors(model, x)  # places the guard's inducing points too
+    before = [v.numpy().copy() for v in model.guard.svgp.variables]
+    model.fit(x, y, epochs=1, batch_size=30, verbose=0)
+    for old, new in zip(before, model.guard.svgp.variables):
+        np.testing.assert_array_equal(old, new.numpy())
