@@ -86,11 +86,13 @@ DEFAULT_HIDDEN_DIMS = (16, 4)
 #: The designs measured before the reach gate was the default keep the layers they had.
 BEFORE_REACH = {"reach_gate": None}
 
+#: The paper's layers (the default before prior reversion): unwhitened, zero hidden means.
+PAPER_LAYERS = {"whiten": False, "num_anchors": 0, "hidden_mean_function": None}
+
 #: Designs of the amortized layers measured against the default, named after a colon
 #: (``avdgp-ar2p:previous``): layer options on top of the preset's (``docs/uncertainty.md``).
 DESIGNS = {
-    # the paper's layers (the default before prior reversion): unwhitened, zero hidden means
-    "previous": {"whiten": False, "num_anchors": 0, "hidden_mean_function": None},
+    "previous": PAPER_LAYERS,
     "reverting-128": {"num_anchors": 128, **BEFORE_REACH},  # 128 anchors instead of 32
     "anchors-only": {"hidden_mean_function": None, **BEFORE_REACH},  # zero hidden means
     # linear hidden means without prior reversion
@@ -120,12 +122,7 @@ DESIGNS = {
     "guard-mean-field": {"guard": {"mean_field": True}},
     "guard-no-range": {"guard": {"range_gate": False}},
     "guard-reach": {"guard": {"variance_gate": False, "range_gate": False}},
-    "previous-guard": {
-        "whiten": False,
-        "num_anchors": 0,
-        "hidden_mean_function": None,
-        "guard": True,
-    },
+    "previous-guard": {**PAPER_LAYERS, "guard": True},
 }
 
 

@@ -289,7 +289,7 @@ class AVDGPModel(tf_keras.Sequential):
             loss = self.compute_loss(x, y, y_pred, sample_weight)
         variables = self.trainable_variables  # the guard's last (trainable_weights)
         gradients = tape.gradient(loss, variables)  # None for the guard's
-        if self.guard is not None and self.guard.trainable_variables:
+        if self.guard is not None and self.trainable and self.guard.trainable_variables:
             guard_loss, guard_gradients = self.guard.training_gradients(
                 x, self._gpflow_labels(y), sample_weight, self.optimizer.iterations
             )

@@ -3,9 +3,8 @@
     python mirrored_fit.py RULE [guard|guard-every-2|guard-every-2-variance|functional]  ->
     prints one JSON line: losses and weights of both runs (``guard``: the model has an input
     guard, trained in every step or every second step, without its variance gate or with it;
-    ``functional``: a Functional
-    model of the same layers, whose anchors are placed in the first step, not by
-    ``place_anchors`` before ``fit``)
+    ``functional``: a Functional model of the same layers, whose anchors are placed in the
+    first step, not by ``place_anchors`` before ``fit``)
 
 Used by tests/application/training/test_distributed.py (logical devices must be set before
 TensorFlow starts, so this runs in its own process).

@@ -410,7 +410,7 @@ def test_a_guard_trained_every_kth_step_is_left_alone_in_the_others_but_its_rang
 def test_a_frozen_guarded_model_fits_without_moving_its_guard(rng):
     x, y = _gap_data(rng)
     model = _guarded(len(x))
-    model.trainable = False  # the guard is frozen with it (trainable_weights)
+    model.trainable = False  # its trainable_weights leave the guard's out: no step for it
     model.compile(tf_keras.optimizers.Adam(0.05))
     gpflux_avdgp.layers.place_anchors(model, x)  # places the guard's inducing points too
     before = [v.numpy().copy() for v in model.guard.svgp.variables]
