@@ -16,6 +16,11 @@ the epoch logs, so any Keras callback can monitor it::
     )
 
 The order matters: ``ValidationNLL`` must come before the callbacks that read ``val_nll``.
+
+A model with an input guard (``build_avdgp(guard=True)``) wants :class:`BestEpochStopping` in
+place of ``EarlyStopping``: the same options, but the guard keeps its last weights when the
+layers take the best epoch's. The guard trains on its own ELBO and has no share in the held-in
+rows' NLL that chooses the epoch; restored with the layers it would be cut to their best epoch.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from .prediction import (
 )
 from .validation import check_feature_matrix, check_positive_int
 
-__all__ = ["ValidationNLL"]
+__all__ = ["BestEpochStopping", "ValidationNLL"]
 
 
 class ValidationNLL(tf_keras.callbacks.Callback):
@@ -103,3 +108,27 @@ class ValidationNLL(tf_keras.callbacks.Callback):
         value = self.score()
         self.history.append((epoch, value))
         logs[self.name] = value if math.isfinite(value) else math.inf
+
+
+class BestEpochStopping(tf_keras.callbacks.EarlyStopping):
+    """Keras' ``EarlyStopping`` (the same options) whose restore of the best epoch's weights
+    leaves the model's input guard (``model.guard``, if the model has one) at its last weights;
+    for a model without a guard it is ``EarlyStopping``."""
+
+    def on_train_end(self, logs: Optional[dict] = None) -> None:
+        if self.restore_best_weights and self.best_weights is not None:
+            self.best_weights = with_last_guard(self.model, self.best_weights)
+        super().on_train_end(logs)
+
+
+def with_last_guard(model: tf_keras.Model, weights: list[np.ndarray]) -> list[np.ndarray]:
+    """``weights`` (in ``model.get_weights()``'s order) with the entries of the model's guard
+    replaced by the guard's current values; ``weights`` itself for a model without a guard."""
+    guard = getattr(model, "guard", None)
+    if guard is None:
+        return weights
+    guard_ids = {id(variable) for variable in guard.weights}
+    return [
+        variable.numpy() if id(variable) in guard_ids else kept
+        for variable, kept in zip(model.weights, weights, strict=True)
+    ]

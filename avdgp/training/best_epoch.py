@@ -22,13 +22,15 @@ from pathlib import Path
 from typing import Optional
 
 import numpy as np
-from gpflow.keras import tf_keras
+
+from gpflux_avdgp.callbacks import BestEpochStopping
 
 __all__ = ["ResumableEarlyStopping"]
 
 
-class ResumableEarlyStopping(tf_keras.callbacks.EarlyStopping):
-    """``EarlyStopping`` whose state is saved to ``state_dir`` with every backup
+class ResumableEarlyStopping(BestEpochStopping):
+    """``BestEpochStopping`` (Keras' ``EarlyStopping`` that leaves a guard at its last
+    weights) whose state is saved to ``state_dir`` with every backup
     (:meth:`keep_state`) and restored when ``fit`` resumes at a later epoch, or resumes with no
     epoch left (the backup of a finished training); the run deletes it with the backup.
 

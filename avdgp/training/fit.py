@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from gpflux_avdgp.callbacks import ValidationNLL
+from gpflux_avdgp.callbacks import BestEpochStopping, ValidationNLL
 from gpflux_avdgp.layers.anchor_placement import place_anchors
 from gpflux_avdgp.layers.base import NON_FINITE_MESSAGE
 from gpflux_avdgp.models.finite_steps import NonFiniteStep
@@ -340,11 +340,11 @@ def _describe_non_finite_step(
 def best_epoch_callbacks(
     built: Trainable, split: Split, config: TrainConfig, *, state_dir: Optional[Path] = None
 ) -> tuple:
-    """``(ValidationNLL, EarlyStopping)`` that end training with the weights of the epoch of
-    lowest validation NLL, stopping after ``config.patience`` epochs without improvement (never,
-    without it), or ``()`` without ``config.restore_best``. With ``state_dir`` (beside the
-    backup of a resumable run) the selection's state survives an interruption
-    (:class:`~avdgp.training.best_epoch.ResumableEarlyStopping`).
+    """``(ValidationNLL, BestEpochStopping)`` that end training with the weights of the epoch of
+    lowest validation NLL (a guard keeps its last), stopping after ``config.patience`` epochs
+    without improvement (never, without it), or ``()`` without ``config.restore_best``. With
+    ``state_dir`` (beside the backup of a resumable run) the selection's state survives an
+    interruption (:class:`~avdgp.training.best_epoch.ResumableEarlyStopping`).
 
     :raises ValueError: with ``restore_best`` and an empty validation split.
     """
@@ -362,5 +362,5 @@ def best_epoch_callbacks(
         restore_best_weights=True,
     )
     if state_dir is None:
-        return (scorer, tf_keras.callbacks.EarlyStopping(**options))
+        return (scorer, BestEpochStopping(**options))
     return (scorer, ResumableEarlyStopping(state_dir, curve=scorer, **options))

@@ -250,6 +250,24 @@ def test_restore_best_needs_validation_rows(rng):
         run(SplitData(split), zoo.ModelSpec(num_layers=1, num_inducing=[3]), config, dataset="t")
 
 
+@pytest.mark.parametrize("resumable", [False, True])
+def test_the_best_epoch_is_restored_with_a_guard_left_at_its_last_weights(rng, tmp_path, resumable):
+    """The run's early stopping is the library's ``BestEpochStopping`` (tested with a guarded
+    model in ``tests/library/layers/test_input_guard.py``), resumable or not."""
+    from types import SimpleNamespace
+
+    from avdgp.training.fit import best_epoch_callbacks
+    from gpflux_avdgp import BestEpochStopping
+
+    x, y = _data(rng, 60)
+    split = Split(x[:40], y[:40], x[40:50], y[40:50], x[50:], y[50:])
+    config = training.TrainConfig.from_preset("paper", epochs=3, batch_size=20, restore_best=True)
+    built = SimpleNamespace(likelihood=gpflow.likelihoods.Gaussian())
+    state_dir = tmp_path if resumable else None
+    _, stopping = best_epoch_callbacks(built, split, config, state_dir=state_dir)
+    assert isinstance(stopping, BestEpochStopping) and stopping.restore_best_weights
+
+
 # ------------------------------------------------------------------------- presets
 def test_presets_set_the_documented_options():
     from avdgp.training.config import TRAINING_DIFFERENCES, training_options

@@ -417,3 +417,54 @@ def test_a_frozen_guarded_model_fits_without_moving_its_guard(rng):
     model.fit(x, y, epochs=1, batch_size=30, verbose=0)
     for old, new in zip(before, model.guard.svgp.variables):
         np.testing.assert_array_equal(old, new.numpy())
+
+
+class _Score(tf_keras.callbacks.Callback):
+    """Writes a made-up validation score into the logs: the best epoch is the second."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs["score"] = [3.0, 1.0, 2.0, 4.0][epoch]
+
+
+class _Weights(tf_keras.callbacks.Callback):
+    """Keeps the model's weights after every epoch."""
+
+    def __init__(self):
+        super().__init__()
+        self.after_epoch = []
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.after_epoch.append(self.model.get_weights())
+
+
+@pytest.mark.parametrize("stopping", ["BestEpochStopping", "EarlyStopping"])
+def test_the_best_epoch_restored_leaves_the_guard_at_its_last_weights(rng, stopping):
+    """``BestEpochStopping`` gives the layers the best epoch's weights and the guard (which has
+    no share in the score) its last; Keras' ``EarlyStopping`` cuts the guard to the best epoch."""
+    x, y = _gap_data(rng)
+    model = _guarded(len(x))
+    model.compile(tf_keras.optimizers.Adam(0.05))
+    callback = getattr(gpflux_avdgp, stopping, None) or tf_keras.callbacks.EarlyStopping
+    kept = _Weights()
+    stop = callback("score", patience=10, restore_best_weights=True)
+    model.fit(x, y, epochs=4, batch_size=30, verbose=0, callbacks=[_Score(), kept, stop])
+    guard = np.array([any(v is w for w in model.guard.weights) for v in model.weights])
+    best, last = kept.after_epoch[1], kept.after_epoch[3]
+    moved = [not np.array_equal(b, e) for b, e, g in zip(best, last, guard) if g]
+    assert sum(moved) >= 3  # the guard trained after the best epoch
+    expected_guard = last if stopping == "BestEpochStopping" else best
+    for weight, is_guard, at_best, at_guard in zip(
+        model.get_weights(), guard, best, expected_guard
+    ):
+        np.testing.assert_array_equal(weight, at_guard if is_guard else at_best)
+
+
+def test_best_epoch_stopping_restores_a_model_without_a_guard_as_early_stopping_does(rng):
+    x, y = _gap_data(rng)
+    model = _guarded(len(x), guard=None)
+    model.compile(tf_keras.optimizers.Adam(0.05))
+    kept = _Weights()
+    stop = gpflux_avdgp.BestEpochStopping("score", patience=10, restore_best_weights=True)
+    model.fit(x, y, epochs=4, batch_size=30, verbose=0, callbacks=[_Score(), kept, stop])
+    for weight, at_best in zip(model.get_weights(), kept.after_epoch[1], strict=True):
+        np.testing.assert_array_equal(weight, at_best)
