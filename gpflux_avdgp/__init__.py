@@ -12,7 +12,7 @@ Everything is imported eagerly, as GPflux does: TensorFlow's import is most of t
 """
 
 from ._version import __version__
-from .callbacks import BestEpochStopping, ValidationNLL
+from .callbacks import ValidationNLL
 from .core.mixture import GaussianMixture
 from .io.saving import load_model
 from .io.serving import export
@@ -32,7 +32,6 @@ from .propagation import PropagationRule
 __all__ = [
     "AVDGPLoss",
     "AVDGPModel",
-    "BestEpochStopping",
     "AmortizedGPLayer",
     "GaussianMixture",
     "MixtureAccuracy",

@@ -257,7 +257,7 @@ def test_the_best_epoch_is_restored_with_a_guard_left_at_its_last_weights(rng, t
     from types import SimpleNamespace
 
     from avdgp.training.fit import best_epoch_callbacks
-    from gpflux_avdgp import BestEpochStopping
+    from gpflux_avdgp.callbacks import BestEpochStopping
 
     x, y = _data(rng, 60)
     split = Split(x[:40], y[:40], x[40:50], y[40:50], x[50:], y[50:])

@@ -10,6 +10,7 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 
 import gpflux_avdgp
+from gpflux_avdgp.callbacks import BestEpochStopping
 from gpflux_avdgp.core.mixture import unpack_numpy
 from gpflux_avdgp.layers.input_guard import InputGuard, guard_gp_layer
 
@@ -444,7 +445,9 @@ def test_the_best_epoch_restored_leaves_the_guard_at_its_last_weights(rng, stopp
     x, y = _gap_data(rng)
     model = _guarded(len(x))
     model.compile(tf_keras.optimizers.Adam(0.05))
-    callback = getattr(gpflux_avdgp, stopping, None) or tf_keras.callbacks.EarlyStopping
+    callback = (
+        BestEpochStopping if stopping == "BestEpochStopping" else tf_keras.callbacks.EarlyStopping
+    )
     kept = _Weights()
     stop = callback("score", patience=10, restore_best_weights=True)
     model.fit(x, y, epochs=4, batch_size=30, verbose=0, callbacks=[_Score(), kept, stop])
@@ -464,7 +467,7 @@ def test_best_epoch_stopping_restores_a_model_without_a_guard_as_early_stopping_
     model = _guarded(len(x), guard=None)
     model.compile(tf_keras.optimizers.Adam(0.05))
     kept = _Weights()
-    stop = gpflux_avdgp.BestEpochStopping("score", patience=10, restore_best_weights=True)
+    stop = BestEpochStopping("score", patience=10, restore_best_weights=True)
     model.fit(x, y, epochs=4, batch_size=30, verbose=0, callbacks=[_Score(), kept, stop])
     for weight, at_best in zip(model.get_weights(), kept.after_epoch[1], strict=True):
         np.testing.assert_array_equal(weight, at_best)
