@@ -3,12 +3,6 @@
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-# Under pytest-xdist each worker's TensorFlow would start a thread per core for its ops, and the
-# workers would take turns on the cores: give each worker its share (README's command, two
-# workers on two cores: one each; four heavy modules ran in 238 s against 287 s).
-if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
-    share = (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
-    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", str(max(1, share)))
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
