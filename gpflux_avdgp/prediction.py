@@ -208,7 +208,7 @@ def log_density_function(model: tf_keras.Model, likelihood: gpflow.likelihoods.L
     type) under ``model`` in prediction mode: :func:`mixture_function`'s mixture (the model's
     trace that :func:`predict_mixture` reuses), then its density as one ``tf.function``
     (compiled with XLA when ``model.jit_compile``), for a caller that scores the same rows
-    again and again (:class:`~gpflux_avdgp.ValidationNLL`), where
+    again and again (:class:`~gpflux_avdgp.callbacks.ValidationNLL`), where
     :meth:`PredictiveMixture.log_density` would run the likelihood's ops one by one."""
     mixture = mixture_function(model)
 
