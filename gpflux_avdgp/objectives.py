@@ -29,29 +29,11 @@ import gpflow
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from .predictive import (  # the law of y lives there; the names stay importable from here
-    ATTRIBUTE,
-    component_log_density,
-    component_variational_expectations,
-    component_y_moments,
-    is_categorical,
-    is_classifier,
-    mixture_log_density,
-    predictive_distribution,
-)
+from .predictive import ATTRIBUTE, predictive_distribution
 from .rules import Objective
 from .validation import check_choice, checked_finite
 
-__all__ = [
-    "Objective",
-    "AVDGPLoss",
-    "component_variational_expectations",
-    "component_log_density",
-    "component_y_moments",
-    "is_categorical",
-    "is_classifier",
-    "mixture_log_density",
-]
+__all__ = ["AVDGPLoss"]
 
 
 @tf_keras.utils.register_keras_serializable(package="gpflux_avdgp")

@@ -24,8 +24,8 @@ from avdgp.training.rundir import (
 from avdgp.training.skeleton import Scored, Trained
 from avdgp.zoo import BuiltModel, Task
 from gpflux_avdgp.callbacks import ValidationNLL
-from gpflux_avdgp.objectives import is_categorical
 from gpflux_avdgp.prediction import PredictiveMixture, predict_mixture
+from gpflux_avdgp.predictive import is_categorical
 
 __all__ = [
     "SplitData",

@@ -11,7 +11,7 @@ from gpflow.keras import tf_keras
 
 import gpflux_avdgp
 from gpflux_avdgp import AVDGPLoss, GaussianMixture, predict_mixture
-from gpflux_avdgp.objectives import (
+from gpflux_avdgp.predictive import (
     component_log_density,
     component_variational_expectations,
     component_y_moments,

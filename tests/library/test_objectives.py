@@ -9,7 +9,7 @@ from helpers import REFERENCE_TOLERANCE
 
 from gpflux_avdgp import AVDGPLoss, GaussianMixture
 from gpflux_avdgp.core.mixture import mixture_moments
-from gpflux_avdgp.objectives import mixture_log_density
+from gpflux_avdgp.predictive import mixture_log_density
 
 RTOL, ATOL = REFERENCE_TOLERANCE
 B, S, Q = 5, 3, 2

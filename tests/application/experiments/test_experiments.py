@@ -27,9 +27,9 @@ from avdgp.training.runner import SplitData
 from avdgp.training.skeleton import run
 from gpflux_avdgp import AmortizedGPLayer, PredictiveMixture, SigmaPointGPLayer, load_model
 from gpflux_avdgp.layers.inference import MLPInference
-from gpflux_avdgp.objectives import Objective
 from gpflux_avdgp.prediction import predict_mixture
 from gpflux_avdgp.propagation import PropagationRule
+from gpflux_avdgp.rules import Objective
 
 
 # ------------------------------------------------------------------------- model names
