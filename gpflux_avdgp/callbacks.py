@@ -33,13 +33,13 @@ import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
+from .checks import check_feature_matrix, check_positive_int
 from .prediction import (
     in_padded_batches,
     log_density_function,
     model_input_spec,
     model_likelihood,
 )
-from .validation import check_feature_matrix, check_positive_int
 
 __all__ = ["BestEpochStopping", "ValidationNLL"]
 

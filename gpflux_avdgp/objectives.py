@@ -29,9 +29,9 @@ import gpflow
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
+from .checks import check_choice, checked_finite
 from .predictive import ATTRIBUTE, predictive_distribution
 from .rules import Objective
-from .validation import check_choice, checked_finite
 
 __all__ = ["AVDGPLoss"]
 
@@ -78,7 +78,7 @@ class AVDGPLoss(tf_keras.losses.Loss):
     def __call__(self, y_true, y_pred, sample_weight=None):
         """Keras' weighted loss, with the targets and ``sample_weight`` checked in the graph:
         NaN or inf stops the step before any update, naming which
-        (:func:`~gpflux_avdgp.validation.checked_finite`)."""
+        (:func:`~gpflux_avdgp.checks.checked_finite`)."""
         y_true = checked_finite(y_true, "the targets y")
         sample_weight = checked_finite(sample_weight, "sample_weight")
         return super().__call__(y_true, y_pred, sample_weight)

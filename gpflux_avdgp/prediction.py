@@ -10,11 +10,11 @@ import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
+from .checks import check_feature_matrix, check_positive_int
 from .core.mixture import GaussianMixture, mixture_moments, unpack_numpy
 from .intervals import central_levels, mixture_quantiles
 from .layers.likelihood_layer import TrainableLikelihood
 from .predictive import component_y_moments, is_classifier, mixture_log_density, output_mixture
-from .validation import check_feature_matrix, check_positive_int
 
 __all__ = [
     "PredictiveMixture",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from typing import Optional
 
-from .validation import check_choice
+from .checks import check_choice
 
 __all__ = ["Preset", "PAPER_DIFFERENCES", "hidden_mean_function", "layer_options"]
 

@@ -39,9 +39,9 @@ import numpy as np
 import tensorflow as tf
 from check_shapes import check_shapes
 
+from .checks import check_choice, check_positive_int
 from .core.mixture import GaussianMixture
 from .core.random import stateless_seed, stateless_standard_normal
-from .validation import check_choice, check_positive_int
 
 __all__ = [
     "PropagationRule",

@@ -16,7 +16,7 @@ import math
 import numpy as np
 import tensorflow as tf
 
-from gpflux_avdgp.validation import check_positive_int
+from gpflux_avdgp.checks import check_positive_int
 
 __all__ = ["epoch_shuffled_batches"]
 

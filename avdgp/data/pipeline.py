@@ -16,7 +16,7 @@ from typing import Callable, Optional, Sequence, Union
 import numpy as np
 import tensorflow as tf
 
-from gpflux_avdgp.validation import check_nonnegative_int, check_positive_int
+from gpflux_avdgp.checks import check_nonnegative_int, check_positive_int
 
 from .csv_format import DataError, resolve_target
 from .shard_files import ShardSource

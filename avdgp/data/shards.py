@@ -22,7 +22,7 @@ from typing import Optional, Union
 import numpy as np
 import tensorflow as tf
 
-from gpflux_avdgp.validation import check_positive_int
+from gpflux_avdgp.checks import check_positive_int
 
 from .csv_format import (
     DELIMITER_NAMES,

@@ -12,8 +12,8 @@ import gpflow
 import numpy as np
 from gpflow.keras import tf_keras
 
+from gpflux_avdgp.checks import check_choice, check_positive_int
 from gpflux_avdgp.presets import Preset
-from gpflux_avdgp.validation import check_choice, check_positive_int
 
 from ..errors import TrainingDiverged
 

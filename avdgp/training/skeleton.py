@@ -30,7 +30,7 @@ from avdgp.training.rundir import (
     save_run,
 )
 from avdgp.zoo import BuiltModel, ModelSpec, Task, build_model
-from gpflux_avdgp.validation import check_choice
+from gpflux_avdgp.checks import check_choice
 
 __all__ = ["RunData", "Scored", "Trained", "run", "run_record"]
 

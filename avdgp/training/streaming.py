@@ -34,8 +34,8 @@ from avdgp.training.runner import (
 )
 from avdgp.training.skeleton import Scored, Trained
 from avdgp.zoo import BuiltModel, Task
+from gpflux_avdgp.checks import check_positive_int
 from gpflux_avdgp.prediction import predict_mixture
-from gpflux_avdgp.validation import check_positive_int
 
 __all__ = ["ShardData", "check_test_shards", "score_streamed"]
 

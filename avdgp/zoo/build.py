@@ -21,12 +21,12 @@ from avdgp.zoo.spec import (
     ModelSpec,
     Task,
 )
+from gpflux_avdgp.checks import check_choice, check_positive_int
 from gpflux_avdgp.layers import SigmaPointGPLayer, TrainableLikelihood
 from gpflux_avdgp.layers.gpflux_config import use_mean_field
 from gpflux_avdgp.models import AVDGPModel, build_avdgp
 from gpflux_avdgp.objectives import AVDGPLoss
 from gpflux_avdgp.presets import layer_options
-from gpflux_avdgp.validation import check_choice, check_positive_int
 
 __all__ = ["BuiltModel", "build_model"]
 

@@ -30,11 +30,11 @@ import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
+from gpflux_avdgp.checks import check_nonnegative_int, check_positive_int
 from gpflux_avdgp.core.cholesky import jittered_cholesky
 from gpflux_avdgp.gpflow_config import module_from_config, module_to_config
 from gpflux_avdgp.layers.base import MixtureLayer
 from gpflux_avdgp.propagation import Propagated
-from gpflux_avdgp.validation import check_nonnegative_int, check_positive_int
 
 __all__ = ["SAVED_OBJECTS", "SolveGPLayer", "PAPER_INDUCING"]
 

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 from avdgp.zoo.solve_gp import PAPER_INDUCING
+from gpflux_avdgp.checks import check_choice, check_nonnegative_int, check_positive_int
 from gpflux_avdgp.rules import ModelRule
-from gpflux_avdgp.validation import check_choice, check_nonnegative_int, check_positive_int
 
 __all__ = [
     "ModelKind",

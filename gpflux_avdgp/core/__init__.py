@@ -6,5 +6,5 @@
 * :mod:`~gpflux_avdgp.core.conditionals`: the amortized conditional and KL from the factor;
 * :mod:`~gpflux_avdgp.core.random`: stateless draws that XLA reproduces.
 
-Modules here import only TensorFlow, GPflow's kernels and :mod:`gpflux_avdgp.validation`.
+Modules here import only TensorFlow, GPflow's kernels and :mod:`gpflux_avdgp.checks`.
 """

@@ -8,6 +8,12 @@ import gpflow
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
+from ..checks import (
+    check_choice,
+    check_nonnegative_int,
+    check_optional_positive_int,
+    check_positive_int,
+)
 from ..core import shared_points
 from ..core.anchors import revert_to_prior
 from ..core.cholesky import jittered_cholesky
@@ -24,12 +30,6 @@ from ..kernels import (
 )
 from ..propagation import Propagated, PropagationRule, SharedPoints
 from ..rules import KLConvention
-from ..validation import (
-    check_choice,
-    check_nonnegative_int,
-    check_optional_positive_int,
-    check_positive_int,
-)
 from .base import MixtureLayer, translate_legacy_points
 from .inference import AffineInference, InducingInit, InferenceKind, MLPInference
 from .module_state import claim_module

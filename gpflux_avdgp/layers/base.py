@@ -16,14 +16,14 @@ import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from ..core.mixture import GaussianMixture, mixture_width_to_dim, to_mixture
-from ..propagation import Propagated, PropagationRule, propagate
-from ..validation import (
+from ..checks import (
     check_choice,
     check_optional_positive_int,
     check_positive_int,
     checked_finite,
 )
+from ..core.mixture import GaussianMixture, mixture_width_to_dim, to_mixture
+from ..propagation import Propagated, PropagationRule, propagate
 from .module_state import GPflowModuleState
 from .readers import check_mixture_readers, refuse_gpflux_reader
 

@@ -18,7 +18,7 @@ import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from ..validation import check_choice, check_nonnegative_int, check_positive_int
+from ..checks import check_choice, check_nonnegative_int, check_positive_int
 
 __all__ = [
     "InferenceKind",

@@ -29,6 +29,7 @@ import tensorflow as tf
 from check_shapes import check_shapes
 from gpflow.keras import tf_keras
 
+from ..checks import check_positive_int
 from ..core.anchors import (
     REACH_MOMENTUM,
     REACH_QUANTILE,
@@ -43,7 +44,6 @@ from ..core.mixture import GaussianMixture
 from ..gpflow_config import likelihood_from_config, likelihood_to_config
 from ..predictive import PredictiveDistribution
 from ..rules import Objective
-from ..validation import check_positive_int
 from .gpflux_config import (
     gp_layer_from_config,
     gp_layer_modules,

@@ -18,11 +18,11 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 from gpflow.keras import tf_keras
 
+from ..checks import check_choice
 from ..core.mixture import mixture_width_to_dim
 from ..gpflow_config import likelihood_from_config, likelihood_to_config
 from ..predictive import ATTRIBUTE, PredictiveDistribution, is_categorical, is_classifier
 from ..rules import Objective
-from ..validation import check_choice
 from .module_state import GPflowModuleState
 from .readers import check_no_reader_after_likelihood, refuse_gpflux_reader
 

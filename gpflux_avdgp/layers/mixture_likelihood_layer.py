@@ -20,11 +20,11 @@ import tensorflow as tf
 from gpflow.keras import tf_keras
 from gpflux.layers.likelihood_layer import LikelihoodOutputs
 
+from ..checks import check_choice
 from ..core.mixture import GaussianMixture, mixture_moments
 from ..gpflow_config import likelihood_from_config, likelihood_to_config
 from ..predictive import PredictiveDistribution
 from ..rules import Objective
-from ..validation import check_choice
 from .module_state import GPflowModuleState
 
 __all__ = ["MixtureLikelihoodLayer"]

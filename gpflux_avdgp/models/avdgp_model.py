@@ -33,12 +33,12 @@ import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
+from ..checks import check_feature_matrix, check_finite_data
 from ..layers import AmortizedGPLayer, InputGuard, MixtureLayer, TrainableLikelihood
 from ..layers.anchor_placement import place_anchors
 from ..layers.readers import mixture_reader_fix
 from ..objectives import AVDGPLoss
 from ..predictive import binary_labels, is_categorical, is_classifier, predictive_distribution
-from ..validation import check_feature_matrix, check_finite_data
 from .compile_checks import check_metrics, checked_loss
 from .finite_steps import checked_batch, gradients_check, run_reporting_non_finite
 

@@ -11,13 +11,13 @@ import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
+from ..checks import check_choice, check_nonnegative_int, check_positive_int
 from ..kernels import MeanFunctionArg
 from ..layers import AmortizedGPLayer, InputGuard, TrainableLikelihood
 from ..layers.input_guard import guard_gp_layer
 from ..presets import hidden_mean_function as preset_hidden_mean_function
 from ..presets import layer_options
 from ..rules import ModelRule
-from ..validation import check_choice, check_nonnegative_int, check_positive_int
 from .avdgp_model import AVDGPModel
 
 __all__ = ["build_avdgp"]

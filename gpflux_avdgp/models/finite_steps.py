@@ -3,7 +3,7 @@
 Keras applies whatever gradients a step computes: one NaN target in a ``tf.data`` pipeline
 made the likelihood's variance and its Adam moments NaN, and every later fit of the model
 failed, blaming a layer. :class:`~gpflux_avdgp.AVDGPModel`'s steps check, in the graph and
-before the update depends on them (:func:`~gpflux_avdgp.validation.checked_finite`):
+before the update depends on them (:func:`~gpflux_avdgp.checks.checked_finite`):
 
 * the batch's inputs ``x``, targets ``y`` and ``sample_weight`` (training and evaluation);
 * the loss and the gradients (training), by their global norm.
@@ -27,7 +27,7 @@ from typing import Optional
 import tensorflow as tf
 from gpflow.keras import tf_keras
 
-from ..validation import NON_FINITE, checked_finite
+from ..checks import NON_FINITE, checked_finite
 
 __all__ = [
     "run_reporting_non_finite",

@@ -7,9 +7,9 @@ import pytest
 import tensorflow as tf
 
 import gpflux_avdgp
+from gpflux_avdgp.checks import check_feature_matrix
 from gpflux_avdgp.prediction import mixture_function
 from gpflux_avdgp.predictive import output_mixture
-from gpflux_avdgp.validation import check_feature_matrix
 
 INPUT_DIM = 3
 

@@ -10,10 +10,10 @@ from helpers import REFERENCE_TOLERANCE
 from scipy import stats
 
 from gpflux_avdgp import AmortizedGPLayer, GaussianMixture, PropagationRule
+from gpflux_avdgp.checks import check_choice
 from gpflux_avdgp.core.mixture import unpack_numpy
 from gpflux_avdgp.propagation import propagate
 from gpflux_avdgp.rules import ModelRule, Objective
-from gpflux_avdgp.validation import check_choice
 
 RTOL, ATOL = REFERENCE_TOLERANCE
 B, D, S, NUM_DATA = 4, 2, 4, 50

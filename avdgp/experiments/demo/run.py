@@ -25,8 +25,8 @@ from avdgp.experiments.demo.toy import toy_splits
 from avdgp.training import EpochProgress, TrainConfig, fit_model, float_type
 from avdgp.training.runner import score_prediction
 from avdgp.zoo import ModelSpec, Task, build_model
+from gpflux_avdgp.checks import check_positive_int
 from gpflux_avdgp.prediction import predict_mixture
-from gpflux_avdgp.validation import check_positive_int
 
 __all__ = ["DemoSettings", "REDUCED", "FULL", "PAPER_TABLE_2", "run_demo"]
 
