@@ -6,6 +6,8 @@ a resumed run start from the same anchors."""
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import tensorflow as tf
 from gpflow.keras import tf_keras
@@ -35,7 +37,7 @@ def place_anchors(model: tf_keras.Model, x) -> bool:
         for layer in model.submodules
         if isinstance(layer, AmortizedGPLayer)
         and layer.num_anchors
-        and not (layer.built and layer._anchors_placed_now())
+        and not (layer.built and layer.anchors_placed_now())
     ]
     guard = getattr(model, "guard", None)
     guard = guard if isinstance(guard, InputGuard) and not guard.placed else None
@@ -49,13 +51,10 @@ def place_anchors(model: tf_keras.Model, x) -> bool:
         guard.place(inputs)
     if not layers:
         return True
-    for layer in layers:
-        layer._placing_anchors = True
-    try:
-        model(inputs, training=False)
-    finally:
+    with contextlib.ExitStack() as placing:
         for layer in layers:
-            layer._placing_anchors = False
+            placing.enter_context(layer.placing_anchors())
+        model(inputs, training=False)
     return True
 
 

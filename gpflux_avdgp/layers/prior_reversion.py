@@ -8,7 +8,8 @@ layer creates them).
 
 from __future__ import annotations
 
-from typing import Optional
+import contextlib
+from typing import Iterator, Optional
 
 import gpflow
 import tensorflow as tf
@@ -100,17 +101,27 @@ class PriorReversion:
         if self._placing_anchors:  # eager, inside place_anchors
             self.anchors.assign(spread_rows(amortization_input, self.num_anchors))
             self.anchors_placed.assign(1)
-        elif training and not self._anchors_placed_now():
+        elif training and not self.anchors_placed_now():
             rows = every_replicas_rows(amortization_input)  # [B_global, D]
             first = spread_rows(rows, self.num_anchors)  # [K, D]
             self.anchors.assign(tf.where(self.anchors_placed > 0, self.anchors, first))
             self.anchors_placed.assign(1)
 
-    def _anchors_placed_now(self) -> bool:
+    def anchors_placed_now(self) -> bool:
         """Whether the anchors are placed, read outside any graph being traced: a graph traced
         after the placement has no placement ops (and no order to keep between steps)."""
         with tf.init_scope():
             return bool(self.anchors_placed.numpy())
+
+    @contextlib.contextmanager
+    def placing_anchors(self) -> Iterator[None]:
+        """Within it, an eager call places the anchors (and measures the reach) on its
+        amortization inputs: :func:`~gpflux_avdgp.layers.anchor_placement.place_anchors`."""
+        self._placing_anchors = True
+        try:
+            yield
+        finally:
+            self._placing_anchors = False
 
 
 def reach_scale(scale: Optional[float], num_anchors: int) -> Optional[float]:
