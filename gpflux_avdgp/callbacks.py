@@ -117,11 +117,11 @@ class BestEpochStopping(tf_keras.callbacks.EarlyStopping):
 
     def on_train_end(self, logs: Optional[dict] = None) -> None:
         if self.restore_best_weights and self.best_weights is not None:
-            self.best_weights = with_last_guard(self.model, self.best_weights)
+            self.best_weights = _with_last_guard(self.model, self.best_weights)
         super().on_train_end(logs)
 
 
-def with_last_guard(model: tf_keras.Model, weights: list[np.ndarray]) -> list[np.ndarray]:
+def _with_last_guard(model: tf_keras.Model, weights: list[np.ndarray]) -> list[np.ndarray]:
     """``weights`` (in ``model.get_weights()``'s order) with the entries of the model's guard
     replaced by the guard's current values; ``weights`` itself for a model without a guard."""
     guard = getattr(model, "guard", None)

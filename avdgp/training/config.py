@@ -127,9 +127,10 @@ class TrainConfig:
         gradients (``docs/experiments/learning.md``).
     :param final_learning_fraction: the cosine schedule's last rate over its first, in [0, 1].
     :param restore_best: score the validation split's predictive NLL after every epoch
-        (:class:`~gpflux_avdgp.callbacks.ValidationNLL`) and end with the weights of the best epoch
-        (Keras' ``EarlyStopping(restore_best_weights=True)``); needs a validation split. The
-        record holds ``best_epoch``, ``stopped_epoch`` and the validation curve.
+        (:class:`~gpflux_avdgp.callbacks.ValidationNLL`) and end with the weights of the best
+        epoch, an input guard's last (:class:`~gpflux_avdgp.callbacks.BestEpochStopping`);
+        needs a validation split. The record holds ``best_epoch``, ``stopped_epoch`` and the
+        validation curve.
     :param patience: with ``restore_best``, stop once the validation NLL has not improved for
         this many epochs (``None``: train all ``epochs``). The cosine schedule still spans all
         ``epochs``, so stopping early gives the same best epoch as the full run whenever no

@@ -171,7 +171,6 @@ class AmortizedGPLayer(PriorReversion, MixtureLayer):
                 raise TypeError(f"{name}: expected a bool, got {flag!r}")
         self.ard, self.full_rank, self.whiten = ard, full_rank, whiten
         self.num_anchors = check_nonnegative_int("num_anchors", num_anchors)
-        self._placing_anchors = False  # True within placing_anchors()
         if self.num_anchors and not whiten:
             raise ValueError(
                 f"num_anchors: prior reversion acts on the whitened q(u); pass whiten=True with "

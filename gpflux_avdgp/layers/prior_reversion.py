@@ -32,6 +32,9 @@ class PriorReversion:
     """The anchors' weights and maths of :class:`~gpflux_avdgp.AmortizedGPLayer` (its
     ``num_anchors``, ``reach_gate``, ``num_data`` and ``input_dim``)."""
 
+    #: True within :meth:`placing_anchors`.
+    _placing_anchors: bool = False
+
     def _build_anchors(self) -> None:
         """Create the anchors ``C`` ``[K, D]``, their placement flag and the reach (with the
         reach gate); ``None`` without anchors."""
