@@ -171,6 +171,7 @@ with strategy.scope():
 """
 
 
+@pytest.mark.slow  # a fresh process with two logical devices
 def test_flat_adam_refuses_several_replicas():
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
     done = subprocess.run(
@@ -216,6 +217,7 @@ print(type(model.optimizer).__name__, int(model.optimizer.iterations.numpy()))
 """
 
 
+@pytest.mark.slow  # a fresh process imports TensorFlow
 def test_keras_own_loader_reloads_a_model_saved_with_flat_adam(saved_flat):
     _, path, _, _ = saved_flat  # the file as saved (the model may have trained on since)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")

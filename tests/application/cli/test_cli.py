@@ -905,6 +905,7 @@ print(check_shapes.get_rewrite_docstrings(), check_shapes.get_enable_check_shape
 """
 
 
+@pytest.mark.slow  # a fresh process imports the commands
 def test_commands_import_gpflow_without_rewriting_its_docstrings_and_keep_its_shape_checks():
     """Rewriting the docstring of every shape-checked function as GPflow defines it took 1.3 s
     of each command's 7.3 s import of the library (``python -c "import gpflux_avdgp"`` with and

@@ -46,6 +46,7 @@ def holder(tmp_path):
     process.wait()
 
 
+@pytest.mark.slow  # a second process holds the folder
 def test_a_folder_held_by_another_process_is_refused_and_free_after_it_dies(holder):
     folder, process = holder
     with pytest.raises(RunDirInUse) as caught:
@@ -62,6 +63,7 @@ def test_a_folder_held_by_another_process_is_refused_and_free_after_it_dies(hold
         assert (folder / LOCK_FILE).read_text() == f"pid {os.getpid()}"
 
 
+@pytest.mark.slow  # a second process holds the folder
 def test_avdgp_fit_on_a_folder_in_use_exits_2_with_one_line(capsys, tmp_path, holder, rng):
     folder, _ = holder
     data = tmp_path / "d.csv"

@@ -22,6 +22,18 @@ from gpflux_avdgp.predictive import predictive_distribution
 
 NUM_DATA = 120
 MODEL_TYPES = ["avdgp", "sequential", "functional", "subclassed", "clone"]
+#: The default suite runs each behaviour in the two model types that differ most, an
+#: ``AVDGPModel`` and a Functional model; the slow suite (CI) adds the plain ``Sequential``, the
+#: subclassed model and the clone, each a trace of its own (about 6 s).
+DEFAULT_TYPES = ("avdgp", "functional")
+
+
+def model_types(*kinds: str) -> list:
+    """``kinds`` as parameters, those outside :data:`DEFAULT_TYPES` in the slow suite."""
+    return [
+        kind if kind in DEFAULT_TYPES else pytest.param(kind, marks=pytest.mark.slow)
+        for kind in kinds
+    ]
 
 
 def _data(seed: int = 0) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
@@ -71,7 +83,7 @@ def _likelihood_of(model: tf_keras.Model) -> gpflow.likelihoods.Likelihood:
     ].likelihood
 
 
-@pytest.mark.parametrize("kind", MODEL_TYPES)
+@pytest.mark.parametrize("kind", model_types(*MODEL_TYPES))
 def test_classifier_metrics_equal_numpy_in_every_model_type(kind):
     x, _, labels = _data()
     model = _model(kind, gpflow.likelihoods.Bernoulli())
@@ -93,7 +105,7 @@ def test_classifier_metrics_equal_numpy_in_every_model_type(kind):
     assert scores["nll"] == pytest.approx(nll, rel=1e-6)
 
 
-@pytest.mark.parametrize("kind", ["functional", "subclassed", "clone"])
+@pytest.mark.parametrize("kind", model_types("functional", "subclassed", "clone"))
 def test_regression_metrics_equal_numpy_in_other_model_types(kind):
     x, y, _ = _data()
     model = _model(kind, gpflow.likelihoods.Gaussian(variance=0.1))
@@ -117,7 +129,7 @@ def test_regression_metrics_equal_numpy_in_other_model_types(kind):
     assert scores["nll"] == pytest.approx(-np.mean(np.log(density)), rel=1e-9)
 
 
-@pytest.mark.parametrize("kind", ["sequential", "functional", "subclassed", "clone"])
+@pytest.mark.parametrize("kind", model_types("sequential", "functional", "subclassed", "clone"))
 def test_a_loss_that_does_not_read_the_distribution_is_refused_before_any_update(kind):
     """Without a loss Keras would train the KL terms alone (loss 0.001), with ``"mse"`` the
     mean of y without the noise variance: refused while the step is traced, nothing updated.
@@ -198,7 +210,7 @@ def test_plus_minus_one_labels_are_scored_as_gpflow_reads_them_in_an_avdgp_model
         assert with_pm1[name] == pytest.approx(with_01[name], abs=1e-12), name
 
 
-@pytest.mark.parametrize("kind", ["sequential", "functional", "subclassed"])
+@pytest.mark.parametrize("kind", model_types("sequential", "functional", "subclassed"))
 def test_plus_minus_one_labels_are_refused_where_keras_metrics_would_misread_them(kind):
     x, _, labels = _data()
     model = _model(kind, gpflow.likelihoods.Bernoulli())
@@ -207,7 +219,7 @@ def test_plus_minus_one_labels_are_refused_where_keras_metrics_would_misread_the
         model.fit(x, 2 * labels - 1, batch_size=40, epochs=1, verbose=0)
 
 
-@pytest.mark.parametrize("kind", MODEL_TYPES)
+@pytest.mark.parametrize("kind", model_types(*MODEL_TYPES))
 def test_bernoulli_labels_other_than_0_1_or_plus_minus_1_are_refused_in_every_model_type(kind):
     """``{1, 2}`` would train with 2 read as the negative class (accuracy 0.16 read with 2 as
     the positive one): refused in one line, whatever the model type."""
@@ -370,6 +382,7 @@ for path in sys.argv[2:]:
 """
 
 
+@pytest.mark.slow  # a fresh process imports TensorFlow (about 20 s in the default suite)
 def test_plain_models_of_our_layers_load_in_a_fresh_process_with_load_model(tmp_path):
     """``gpflux_avdgp.load_model`` loads every model type. (``tf_keras.models.load_model`` of a
     plain ``Sequential`` or Functional file needs ``import gpflux_avdgp`` first: Keras looks
