@@ -442,7 +442,6 @@ def test_load_model_of_a_saved_model_folder_is_quiet_and_restores_the_optimizer(
 
 
 @SLOW
-@pytest.mark.slow  # a fresh process imports TensorFlow
 def test_a_keras_file_loads_in_a_fresh_process_without_importing_the_package(regressor, tmp_path):
     model, x, _ = regressor
     model.save(tmp_path / "m.keras")
