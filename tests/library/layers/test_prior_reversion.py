@@ -152,17 +152,27 @@ def test_far_from_the_anchors_the_layer_is_its_prior(rng):
     assert float(layer.losses[-1]) == pytest.approx(0.0, abs=1e-12)  # KL of the prior
 
 
-def test_the_config_keeps_the_anchors_and_a_file_reloads_them(rng, tmp_path):
+@pytest.fixture(scope="module")
+def saved_and_loaded(tmp_path_factory):
+    """A two-layer model with 32 anchors and the reach gate at 0.5, fitted one epoch, saved and
+    loaded, with its rows: shared by the tests that read what the file keeps (one fit, save
+    and load instead of one per test)."""
+    x = np.random.default_rng(20261122).normal(size=(50, 1))  # the seed of conftest.py's rng
     model = gpflux_avdgp.build_avdgp(
-        1, [2, 1], [3, 3], 50, gpflow.likelihoods.Gaussian(), num_points=4, seed=0, **REVERTING
-    )
+        1, [2, 1], [3, 3], 50, gpflow.likelihoods.Gaussian(), num_points=4, seed=0,
+        **{**REVERTING, "reach_gate": 0.5},
+    )  # fmt: skip
+    model.compile(tf_keras.optimizers.Adam(0.01))
+    model.fit(x, np.sin(x), batch_size=25, epochs=1, verbose=0)
+    path = tmp_path_factory.mktemp("prior_reversion") / "m.keras"
+    model.save(path)
+    return model, gpflux_avdgp.load_model(path), x
+
+
+def test_the_config_keeps_the_anchors_and_a_file_reloads_them(saved_and_loaded):
+    model, loaded, x = saved_and_loaded
     layers = [layer for layer in model.layers if isinstance(layer, AmortizedGPLayer)]
     assert [layer.get_config()["num_anchors"] for layer in layers] == [32, 32]
-    x = rng.normal(size=(50, 1))
-    model.compile(tf_keras.optimizers.Adam(0.01))
-    model.fit(x, np.sin(x), batch_size=50, epochs=1, verbose=0)
-    model.save(tmp_path / "m.keras")
-    loaded = gpflux_avdgp.load_model(tmp_path / "m.keras")
     for before, after in zip(layers, [layer for layer in loaded.layers if layer.weights]):
         np.testing.assert_array_equal(after.anchors.numpy(), before.anchors.numpy())
     np.testing.assert_allclose(loaded.predict(x, verbose=0)["std"], model.predict(x)["std"])
@@ -372,19 +382,12 @@ def test_the_reach_gate_reverts_beyond_the_training_rows_reach(rng):
     )
 
 
-def test_the_reach_gate_is_checked_and_a_file_keeps_the_reach(rng, tmp_path):
+def test_the_reach_gate_is_checked_and_a_file_keeps_the_reach(saved_and_loaded):
     with pytest.raises(ValueError, match="reach_gate: expected a scale > 0 with num_anchors"):
         AmortizedGPLayer(1, 3, 10, whiten=True, num_anchors=0, reach_gate=1.0)
     with pytest.raises(TypeError, match="reach_gate: expected a number"):
         AmortizedGPLayer(1, 3, 10, whiten=True, num_anchors=4, reach_gate="far")
-    x = rng.normal(size=(50, 1))
-    model = gpflux_avdgp.build_avdgp(
-        1, [2, 1], 3, 50, gpflow.likelihoods.Gaussian(), num_points=4, reach_gate=0.5, seed=0
-    )
-    model.compile(tf_keras.optimizers.Adam(0.01))
-    model.fit(x, np.sin(x), batch_size=25, epochs=1, verbose=0)
-    model.save(tmp_path / "m.keras")
-    loaded = gpflux_avdgp.load_model(tmp_path / "m.keras")
+    model, loaded, _ = saved_and_loaded
     for before, after in zip(model.layers[:2], loaded.layers[:2]):
         assert after.reach_gate == 0.5
         assert float(after.anchor_reach) == float(before.anchor_reach) > 0
