@@ -111,11 +111,12 @@ DESIGNS = {
     "identity-first": {"hidden_mean_function": ("identity", "linear")},
     # the default with a defensive mixture off the data (an SVGP on x, gated by anchors on x,
     # by the training rows' range along each input and by the SVGP's variance); the same with a
-    # 64-point SVGP; trained one step in four (or in 1000: its cost when skipped); with its
+    # 64- or 256-point SVGP; trained one step in four (or in 1000: its cost when skipped); with its
     # kernel fixed at GPflow's defaults; with a mean-field q(u); without the range gate; gated
     # by the anchors alone; the paper's layers with the guard
     "guard": {"guard": True},
     "guard-64": {"guard": {"num_inducing": 64}},
+    "guard-256": {"guard": {"num_inducing": 256}},
     "guard-every-4": {"guard": {"train_every": 4}},
     "guard-every-1000": {"guard": {"train_every": 1000}},
     "guard-fixed-kernel": {"guard": {"train_kernel": False}},

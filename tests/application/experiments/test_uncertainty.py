@@ -127,6 +127,7 @@ def test_design_names():
         "identity-first",
         "guard",
         "guard-64",
+        "guard-256",
         "guard-every-4",
         "guard-every-1000",
         "guard-fixed-kernel",
@@ -146,6 +147,7 @@ def test_design_names():
     [
         ("guard", (True, True, 128)),
         ("guard-64", (True, True, 64)),
+        ("guard-256", (True, True, 256)),
         ("guard-no-range", (True, False, 128)),
         ("guard-reach", (False, False, 128)),
     ],
