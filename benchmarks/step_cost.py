@@ -44,9 +44,9 @@ from pathlib import Path
 DATA_ROOT = Path(os.environ.get("AVDGP_DATA_ROOT", Path(__file__).parents[2] / "shared/data/uci"))
 MODELS = (
     "avdgp", "avdgp-paper",
-    "avdgp-no-reach", "avdgp-guard", "avdgp-guard-64", "avdgp-guard-fixed-kernel",
-    "avdgp-guard-mean-field", "avdgp-previous-guard", "avdgp-guard-every-4",
-    "avdgp-guard-every-1000", "mlp", "dsdgp",
+    "avdgp-no-reach", "avdgp-guard", "avdgp-guard-64", "avdgp-guard-256",
+    "avdgp-guard-fixed-kernel", "avdgp-guard-mean-field", "avdgp-previous-guard",
+    "avdgp-guard-every-4", "avdgp-guard-every-1000", "mlp", "dsdgp",
     "svgp", "svgp-64", "svgp-128",
 )  # fmt: skip
 #: ``model:optimizer`` run by default: Keras' Adam, or the package's FlatAdam (what ``avdgp``
@@ -196,6 +196,7 @@ def build(name: str, x, num_data: int):
             "avdgp-no-reach": ("avdgp", "default", "no-reach"),
             "avdgp-guard": ("avdgp", "default", "guard"),
             "avdgp-guard-64": ("avdgp", "default", "guard-64"),
+            "avdgp-guard-256": ("avdgp", "default", "guard-256"),
             "avdgp-guard-fixed-kernel": ("avdgp", "default", "guard-fixed-kernel"),
             "avdgp-guard-mean-field": ("avdgp", "default", "guard-mean-field"),
             "avdgp-previous-guard": ("avdgp", "default", "previous-guard"),
