@@ -1,13 +1,26 @@
-"""Shared fixtures: seeded RNGs and a clean Keras session per test."""
+"""Shared fixtures: seeded RNGs and a clean Keras session per test; the worker processes'
+settings."""
 
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import check_shapes  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
+
+# GPflow's shape checks rewrite each decorated function's docstring as it is defined: 2 s of
+# every worker's import of GPflow, for docstrings no test reads (the checks stay on). As the
+# avdgp command does (avdgp/cli/common.py), before GPflow is imported.
+check_shapes.set_rewrite_docstrings(None)
+
 from gpflow.keras import tf_keras  # noqa: E402
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # README's command runs two workers on two cores: TensorFlow's default of one intra-op
+    # thread per core each would oversubscribe them (measured: 7 % of the layers' tests' time).
+    tf.config.threading.set_intra_op_parallelism_threads(1)
 
 
 @pytest.fixture

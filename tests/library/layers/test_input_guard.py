@@ -13,6 +13,7 @@ import gpflux_avdgp
 from gpflux_avdgp.callbacks import BestEpochStopping
 from gpflux_avdgp.core.mixture import unpack_numpy
 from gpflux_avdgp.layers.input_guard import InputGuard, guard_gp_layer
+from gpflux_avdgp.optimizers import FlatAdam
 
 
 def _gap_data(rng, rows: int = 60):
@@ -36,7 +37,7 @@ def trained():
     only read it (one fit and trace instead of one per test)."""
     x, y = _gap_data(np.random.default_rng(20261122))  # the seed of conftest.py's rng
     model = _guarded(len(x))
-    model.compile(tf_keras.optimizers.Adam(0.01))
+    model.compile(FlatAdam(0.01))
     model.fit(x, y, epochs=2, batch_size=30, verbose=0)
     return model, x, y
 
@@ -103,7 +104,7 @@ def test_the_range_widens_to_every_training_row_not_only_the_placement_rows(rng)
     placed = x[np.arange(1024) * 3000 // 1024]
     np.testing.assert_array_equal(model.guard.upper.numpy(), placed.max(0))
     assert np.all(placed.max(0) < x.max(0))  # the subset misses the extremes
-    model.compile(tf_keras.optimizers.Adam(0.01))
+    model.compile(FlatAdam(0.01))
     model.fit(x, y, epochs=1, batch_size=500, verbose=0)
     rounded = x.astype(np.float32).astype(np.float64)  # as Keras' data adapter passes them
     np.testing.assert_array_equal(model.guard.lower.numpy(), rounded.min(0))
@@ -216,7 +217,7 @@ def test_within_the_reach_the_prediction_is_the_model_s_to_the_bit(trained):
 def test_the_guard_trains_on_its_own_elbo_and_not_through_the_model_s_likelihood(rng):
     x, y = _gap_data(rng)
     model = _guarded(len(x))
-    model.compile(tf_keras.optimizers.Adam(0.01))
+    model.compile(FlatAdam(0.01))
     model.fit(x, y, epochs=1, batch_size=60, verbose=0)  # places, builds the optimizer
     guard = model.guard
     noise = guard.likelihood.variance
@@ -264,7 +265,7 @@ def test_a_guarded_classifier_fits_and_predicts_probabilities(rng):
     model = gpflux_avdgp.build_avdgp(
         2, [2, 1], 3, 40, gpflow.likelihoods.Bernoulli(), num_points=4, seed=0, guard=True
     )
-    model.compile(tf_keras.optimizers.Adam(0.01))
+    model.compile(FlatAdam(0.01))
     model.fit(x, labels, epochs=2, batch_size=20, verbose=0)
     far = model.predict(np.array([[30.0, 30.0]]), verbose=0)["probabilities"]
     assert far.shape == (1, 1) and 0.0 < float(far[0, 0]) < 1.0
@@ -292,42 +293,47 @@ def test_build_avdgp_passes_the_guard_s_options():
         )
 
 
-def test_a_guard_with_its_kernel_fixed_trains_the_rest_and_saves_the_kernel_fixed(rng, tmp_path):
-    x, y = _gap_data(rng)
+@pytest.fixture(scope="module")
+def lean_guard(tmp_path_factory):
+    """A guard with its kernel fixed and a mean-field ``q(u)``, fitted two epochs on the gap data,
+    saved and loaded, with its values before the fit: shared by the tests of the two options
+    (each reads only its own part of the guard)."""
+    x, y = _gap_data(np.random.default_rng(20261122))  # the seed of conftest.py's rng
     model = gpflux_avdgp.build_avdgp(
         1, [2, 1], 4, len(x), gpflow.likelihoods.Gaussian(), seed=0,
-        guard={"num_anchors": 8, "num_inducing": 6, "train_kernel": False},
+        guard={"num_anchors": 8, "num_inducing": 6, "train_kernel": False, "mean_field": True},
     )  # fmt: skip
+    svgp = model.guard.svgp
+    before = {
+        "trainable": list(model.trainable_variables),
+        "q_mu": svgp.q_mu.numpy().copy(),
+        "q_sqrt": svgp.q_sqrt.numpy().copy(),
+    }
+    model.compile(FlatAdam(0.05))
+    model.fit(x, y, epochs=2, batch_size=30, verbose=0)
+    path = tmp_path_factory.mktemp("lean_guard") / "model.keras"
+    model.save(path)
+    return model, gpflux_avdgp.load_model(path), before
+
+
+def test_a_guard_with_its_kernel_fixed_trains_the_rest_and_saves_the_kernel_fixed(lean_guard):
+    model, loaded, before = lean_guard
     kernel = model.guard.svgp.kernel.kernel  # GPflux's SharedIndependent holds the Matern52
     assert not kernel.trainable_parameters
-    model.compile(tf_keras.optimizers.Adam(0.05))
-    q_mu = model.guard.svgp.q_mu.numpy().copy()
-    model.fit(x, y, epochs=2, batch_size=30, verbose=0)
     assert float(kernel.lengthscales.numpy()) == 1.0 and float(kernel.variance.numpy()) == 1.0
-    assert not np.array_equal(q_mu, model.guard.svgp.q_mu.numpy())
-    model.save(tmp_path / "model.keras")
-    loaded = gpflux_avdgp.load_model(tmp_path / "model.keras")
+    assert not np.array_equal(before["q_mu"], model.guard.svgp.q_mu.numpy())
     assert not loaded.guard.svgp.kernel.kernel.trainable_parameters
-    trained = gpflux_avdgp.build_avdgp(
-        1, [2, 1], 4, len(x), gpflow.likelihoods.Gaussian(), seed=0, guard=True
-    )
+    trained = gpflux_avdgp.build_avdgp(1, [2, 1], 4, 60, gpflow.likelihoods.Gaussian(), guard=True)
     assert len(trained.guard.svgp.kernel.kernel.trainable_parameters) == 2
 
 
-def test_a_mean_field_guard_trains_its_standard_deviations_and_saves_them(rng, tmp_path):
-    x, y = _gap_data(rng)
-    model = gpflux_avdgp.build_avdgp(
-        1, [2, 1], 4, len(x), gpflow.likelihoods.Gaussian(), seed=0,
-        guard={"num_anchors": 8, "num_inducing": 6, "mean_field": True},
-    )  # fmt: skip
+def test_a_mean_field_guard_trains_its_standard_deviations_and_saves_them(lean_guard):
+    model, loaded, before = lean_guard
     q_sqrt = model.guard.svgp.q_sqrt
     assert q_sqrt.shape == (6, 1)  # [M, L] standard deviations, not GPflux's [L, M, M]
-    assert any(v is q_sqrt.unconstrained_variable for v in model.trainable_variables)
-    model.compile(tf_keras.optimizers.Adam(0.05))
-    model.fit(x, y, epochs=2, batch_size=30, verbose=0)
+    assert any(v is q_sqrt.unconstrained_variable for v in before["trainable"])
+    np.testing.assert_allclose(before["q_sqrt"], 1.0, rtol=1e-12)  # GPflux starts at I
     assert not np.allclose(q_sqrt.numpy(), 1.0)
-    model.save(tmp_path / "model.keras")
-    loaded = gpflux_avdgp.load_model(tmp_path / "model.keras")
     np.testing.assert_array_equal(loaded.guard.svgp.q_sqrt.numpy(), q_sqrt.numpy())
 
 
@@ -356,7 +362,7 @@ def test_a_guarded_model_trains_under_xla_as_without(rng):
     losses = []
     for jit_compile in (False, True):
         model = _guarded(len(x))
-        model.compile(tf_keras.optimizers.Adam(0.01), jit_compile=jit_compile)
+        model.compile(FlatAdam(0.01), jit_compile=jit_compile)
         history = model.fit(x, y, epochs=1, batch_size=60, verbose=0)
         losses.append(history.history["loss"][0])
         assert float(model.guard.variance_reach.numpy()) > 0.0
@@ -385,7 +391,7 @@ def test_a_guard_trained_every_kth_step_gets_its_gradients_then_and_zeros_otherw
 def test_a_guard_trained_every_kth_step_is_left_alone_in_the_others_but_its_range_widens(rng):
     x, y = _gap_data(rng)
     model = _guarded(len(x), guard={"train_every": 1000})
-    model.compile(tf_keras.optimizers.Adam(0.05))
+    model.compile(FlatAdam(0.05))
     gpflux_avdgp.layers.place_anchors(model, x[:20])  # placed on the left of the gap only
     model.optimizer.build(model.trainable_variables)
     model.optimizer.iterations.assign(1)  # steps 1..4: none is a multiple of 1000
@@ -412,7 +418,7 @@ def test_a_frozen_guarded_model_fits_without_moving_its_guard(rng):
     x, y = _gap_data(rng)
     model = _guarded(len(x))
     model.trainable = False  # its trainable_weights leave the guard's out: no step for it
-    model.compile(tf_keras.optimizers.Adam(0.05))
+    model.compile(FlatAdam(0.05))
     gpflux_avdgp.layers.place_anchors(model, x)  # places the guard's inducing points too
     before = [v.numpy().copy() for v in model.guard.svgp.variables]
     model.fit(x, y, epochs=1, batch_size=30, verbose=0)
@@ -444,7 +450,7 @@ def test_the_best_epoch_restored_leaves_the_guard_at_its_last_weights(rng, stopp
     no share in the score) its last; Keras' ``EarlyStopping`` cuts the guard to the best epoch."""
     x, y = _gap_data(rng)
     model = _guarded(len(x))
-    model.compile(tf_keras.optimizers.Adam(0.05))
+    model.compile(FlatAdam(0.05))
     callback = (
         BestEpochStopping if stopping == "BestEpochStopping" else tf_keras.callbacks.EarlyStopping
     )
@@ -465,7 +471,7 @@ def test_the_best_epoch_restored_leaves_the_guard_at_its_last_weights(rng, stopp
 def test_best_epoch_stopping_restores_a_model_without_a_guard_as_early_stopping_does(rng):
     x, y = _gap_data(rng)
     model = _guarded(len(x), guard=None)
-    model.compile(tf_keras.optimizers.Adam(0.05))
+    model.compile(FlatAdam(0.05))
     kept = _Weights()
     stop = BestEpochStopping("score", patience=10, restore_best_weights=True)
     model.fit(x, y, epochs=4, batch_size=30, verbose=0, callbacks=[_Score(), kept, stop])
