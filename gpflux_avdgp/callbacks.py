@@ -113,7 +113,31 @@ class ValidationNLL(tf_keras.callbacks.Callback):
 class BestEpochStopping(tf_keras.callbacks.EarlyStopping):
     """Keras' ``EarlyStopping`` (the same options) whose restore of the best epoch's weights
     leaves the model's input guard (``model.guard``, if the model has one) at its last weights;
-    for a model without a guard it is ``EarlyStopping``."""
+    for a model without a guard it is ``EarlyStopping``.
+
+    It reads the best epoch's weights from the model's variable list as it was at the first
+    read, where ``EarlyStopping`` walks the model for them at every better epoch (``Model.
+    weights`` over GPflow's modules, 14 ms a walk: 0.5 s of a 100-epoch fit on small data).
+    """
+
+    def on_train_begin(self, logs: Optional[dict] = None) -> None:
+        super().on_train_begin(logs)
+        self._variables: Optional[list] = None  # the model's weights, listed at the first read
+
+    def on_epoch_end(self, epoch: int, logs: Optional[dict] = None) -> None:
+        counted = (logs or {}).get(self.monitor) is not None and epoch >= self.start_from_epoch
+        first = self.restore_best_weights and counted and self.best_weights is None
+        restore, self.restore_best_weights = self.restore_best_weights, False
+        try:  # EarlyStopping's bookkeeping, without its weights reads
+            super().on_epoch_end(epoch, logs)
+        finally:
+            self.restore_best_weights = restore
+        if first:  # EarlyStopping keeps the first counted epoch if none is ever better
+            self.best_epoch = epoch
+        if restore and counted and self.best_epoch == epoch:
+            if self._variables is None:
+                self._variables = list(self.model.weights)
+            self.best_weights = tf_keras.backend.batch_get_value(self._variables)
 
     def on_train_end(self, logs: Optional[dict] = None) -> None:
         if self.restore_best_weights and self.best_weights is not None:
