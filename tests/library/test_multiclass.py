@@ -101,7 +101,7 @@ def test_targets_are_one_class_index_per_row(rng):
         loss.call(tf.zeros([6, K], tf.float64), _mixture(rng).pack())
 
 
-@pytest.mark.parametrize("invlink", ["robustmax", "softmax"])
+@pytest.mark.parametrize("invlink", [pytest.param("robustmax", marks=pytest.mark.slow), "softmax"])
 def test_a_multiclass_avdgp_trains_and_predicts_class_probabilities(rng, invlink):
     x = rng.uniform(-2.0, 2.0, size=(150, 2))
     scores = np.stack([x[:, 0], x[:, 1], -x[:, 0] - x[:, 1]], axis=1)

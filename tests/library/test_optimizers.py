@@ -92,6 +92,7 @@ def _data():
     return x, np.sin(x[:, :1]) + 0.1 * rng.normal(size=(60, 1))
 
 
+@pytest.mark.slow
 def test_an_avdgp_trains_the_same_with_flat_adam_in_fewer_ops():
     x, y = _data()
     results, ops = {}, {}
@@ -181,6 +182,7 @@ def test_flat_adam_refuses_several_replicas():
     assert "2 replicas" in done.stdout and "use tf_keras.optimizers.Adam" in done.stdout
 
 
+@pytest.mark.slow
 def test_a_checkpoint_keeps_flat_adam_s_state(tmp_path):
     x, y = _data()
     model = _model()

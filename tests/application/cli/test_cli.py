@@ -400,7 +400,7 @@ def test_fit_models_and_formats(capsys, tmp_path, rng, model, rule, sizes, make_
         case.check(record)
 
 
-@pytest.mark.parametrize("named", [False, True])
+@pytest.mark.parametrize("named", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_fit_says_what_it_reads_before_the_first_epoch(capsys, tmp_path, rng, named):
     """The target, the inputs and the flag that picks another target, on stderr before any
     epoch (issue 50: a wrong target was said only in the last line, minutes later)."""
@@ -416,6 +416,7 @@ def test_fit_says_what_it_reads_before_the_first_epoch(capsys, tmp_path, rng, na
     assert early in lines[:first_epoch], err
 
 
+@pytest.mark.slow
 def test_fit_with_an_input_guard_saves_it_with_the_model(capsys, tmp_path, rng):
     import gpflux_avdgp
 

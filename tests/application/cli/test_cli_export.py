@@ -125,6 +125,7 @@ def test_predict_and_export_load_the_model_without_its_optimizer(regression):
     assert model.predict(np.zeros((2, 3)), verbose=0)["mean"].shape == (2, 1)
 
 
+@pytest.mark.slow
 def test_fit_records_the_data_layout(regression, classification):
     info = json.loads((regression["dir"] / "run.json").read_text())
     assert info["data"] == {
@@ -172,6 +173,7 @@ def test_predict_regression_agrees_with_the_export(capsys, regression, regressio
     np.testing.assert_allclose(cdf[1], 0.975, atol=1e-9)
 
 
+@pytest.mark.slow
 def test_predict_accepts_features_only_npz_and_a_target_option(
     capsys, regression, regression_export
 ):
@@ -363,7 +365,7 @@ def test_missing_model_dir(capsys, tmp_path, regression):
     )
 
 
-# default suite: test_predict_accepts_features_only_npz_and_a_target_option, the data tests
+# default suite: test_predict_and_export_say_what_they_load_and_write, the data tests
 @pytest.mark.slow
 def test_predict_bad_data(capsys, regression, tmp_path):
     x = regression["x"][:10]
@@ -401,6 +403,7 @@ def test_predict_bad_data(capsys, regression, tmp_path):
     assert_one_line_cli_error(status, out, err, "absent.csv: no such file or folder")
 
 
+@pytest.mark.slow
 def test_predict_reads_a_csv_with_a_header_by_the_column_names(capsys, regression):
     """fit saved the names a, b, c (target 'price'); a file naming them in another order, with
     or without the target, gives the predictions of the training file's order."""
@@ -440,6 +443,7 @@ def test_predict_refuses_a_header_that_does_not_name_the_features(capsys, regres
         )
 
 
+@pytest.mark.slow
 def test_predict_by_name_names_a_bad_cell_after_the_first_chunk(
     capsys, regression, tmp_path, monkeypatch
 ):
@@ -468,6 +472,7 @@ def test_output_paths_are_checked_before_loading(capsys, regression, tmp_path):
     assert_one_line_cli_error(status, out, err, "is a non-empty folder that holds no export")
 
 
+@pytest.mark.slow
 def test_outputs_never_replace_a_link_a_device_or_a_fifo(capsys, regression, tmp_path):
     """Issue 47, row 6: ``--out`` at a stream (a character device, a FIFO) is written through
     as shell redirection would; at a symbolic link it is refused; neither is replaced by a
@@ -513,7 +518,8 @@ def test_outputs_never_replace_a_link_a_device_or_a_fifo(capsys, regression, tmp
 
 def test_predict_and_export_say_what_they_load_and_write(capsys, regression, tmp_path):
     """Issue 50, row 4: a line per stage on stderr before each silence (loading TensorFlow and
-    the model, tracing the export), none with --quiet; the result line stays on stdout."""
+    the model, tracing the export); the result line stays on stdout. (None with --quiet: the
+    next test.)"""
     out = tmp_path / "p.csv"
     status, stdout, err = cli(
         capsys, "predict", regression["dir"], regression["data"], "--out", out
@@ -532,6 +538,10 @@ def test_predict_and_export_say_what_they_load_and_write(capsys, regression, tmp
         f"avdgp export: tracing its 5 signatures into {target}",
     ]
     assert stdout.startswith(f"avdgp-ar2p: exported to {target}")
+
+
+@pytest.mark.slow  # default suite: the lines above; a second export traces the model again
+def test_predict_and_export_say_nothing_on_stderr_with_quiet(capsys, regression, tmp_path):
     quiet = {"predict": (regression["data"], "mean,std"), "export": (tmp_path / "q", "avdgp-")}
     for command, (last, start) in quiet.items():
         status, stdout, err = cli(capsys, command, regression["dir"], last, "--quiet")

@@ -138,6 +138,7 @@ def no_space(*args, **kwargs):
     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
+@pytest.mark.slow
 def test_predict_writes_in_chunks_the_same_rows(model_dir, tmp_path, capsys, monkeypatch):
     """Rows are predicted and written a chunk at a time (memory flat in the rows); the file is
     the same as in one piece."""

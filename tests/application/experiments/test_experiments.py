@@ -123,7 +123,7 @@ def test_shallow_amortized_baselines_are_full_rank_with_their_inference():
 @pytest.mark.parametrize(
     "model, rule, objective",
     [
-        # default suite for DS-DGP: test_saving_zoo's round trip
+        # default suite for DS-DGP: test_paper_preset_gives_deep_baselines_mean_field_q
         pytest.param("dsdgp", PropagationRule.AR1, Objective.ELBO, marks=pytest.mark.slow),
         ("dspp", PropagationRule.AR2P, Objective.PREDICTIVE),
     ],
@@ -167,6 +167,7 @@ def test_paper_preset_gives_deep_baselines_mean_field_q(model, rng):
             assert len(owned) == 1 and owned[0] is q_sqrt.unconstrained_variable
 
 
+@pytest.mark.slow
 def test_mean_field_deep_baseline_saves_and_reloads(rng, tmp_path):
     inputs = rng.standard_normal((60, 3))
     spec = zoo.ModelSpec(model="dspp", num_inducing=[6], num_points=4, preset="paper")
@@ -198,6 +199,7 @@ def test_classification_models_use_a_bernoulli_likelihood():
         assert isinstance(built.likelihood, gpflow.likelihoods.Bernoulli)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "model",
     [
@@ -221,6 +223,7 @@ def test_k_class_models_have_k_outputs_and_a_multiclass_likelihood(model, rng):
     assert scores == multiclass_metrics(y, prediction.class_probabilities())
 
 
+@pytest.mark.slow
 def test_binary_scores_use_the_models_own_probabilities(rng):
     """The experiments score a Bernoulli model with the probabilities its likelihood gives
     (GPflow's probit, floored at 1e-3), the same numbers as predict and avdgp predict."""

@@ -273,8 +273,10 @@ def test_other_budgets_and_presets_render_to_their_own_files(tmp_path):
 
 
 # ------------------------------------------------------------------------- running
+@pytest.mark.slow
 def test_a_uci_table_runs_resumes_and_renders_without_training(tmp_path, rng, tiny_budget, capsys):
-    """One model (``--models``) keeps it short; the slow test below runs all three of Table 1."""
+    """One model (``--models``), a rerun and ``--render-only``; the test below runs every
+    table with all its models."""
     root = tmp_path / "uci_data"
     _write_uci(root / "tinyset", rng)
     args = [

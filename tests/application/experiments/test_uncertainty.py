@@ -146,10 +146,10 @@ def test_design_names():
     "design, gates",
     [
         ("guard", (True, True, 128)),
-        ("guard-64", (True, True, 64)),
-        ("guard-256", (True, True, 256)),
-        ("guard-no-range", (True, False, 128)),
-        ("guard-reach", (False, False, 128)),
+        pytest.param("guard-64", (True, True, 64), marks=pytest.mark.slow),
+        pytest.param("guard-256", (True, True, 256), marks=pytest.mark.slow),
+        pytest.param("guard-no-range", (True, False, 128), marks=pytest.mark.slow),
+        pytest.param("guard-reach", (False, False, 128), marks=pytest.mark.slow),
     ],
 )
 def test_guard_designs_set_the_guard_s_gates(design, gates):
@@ -187,6 +187,7 @@ def test_previous_guard_is_the_papers_layers_with_the_guard_and_every_4_trains_i
     assert built.model.guard.train_every == 4
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("design, anchors", [("global-last", 32), ("linear-hidden-global-last", 0)])
 def test_global_last_designs_end_with_a_gpflux_layer_of_global_points(design, anchors):
     *hidden, last = _gp_layers(design)

@@ -275,6 +275,7 @@ def test_nan_step_names_layer_epoch_and_batch_and_keeps_last_good_weights(tmp_pa
     assert finished <= {value.tobytes() for value in saved}
 
 
+@pytest.mark.slow
 def test_nan_in_a_layer_stops_before_the_optimizer_step(rng):
     """check_numerics fails the step in the forward pass: no weight becomes NaN."""
     likelihood = gpflow.likelihoods.Gaussian(0.1)

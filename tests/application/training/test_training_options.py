@@ -109,6 +109,7 @@ def test_train_config_rejects_bad_options(options, message, error):
     assert type(caught.value) is error
 
 
+@pytest.mark.slow
 def test_fit_model_follows_the_schedule(rng):
     x, y = _data(rng, 60)
     spec = zoo.ModelSpec(num_layers=1, num_inducing=[3], seed=0)
@@ -141,6 +142,7 @@ def test_validation_nll_matches_predict_mixture(rng):
     assert np.isclose(history.history["val_nll"][-1], expected)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("float_type", ["float64", "float32"])
 def test_validation_nll_in_padded_batches_equals_the_mixture_log_density(rng, float_type):
     """30 rows in batches of 8 (padded to 32, the padding dropped), Bernoulli labels and a
@@ -307,6 +309,7 @@ def test_presets_set_the_documented_options():
         training_options("fast")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "preset, identity",
     # the paper's in the slow suite; test_presets_set_the_documented_options checks its options

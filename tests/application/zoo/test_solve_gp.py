@@ -142,6 +142,7 @@ def test_solve_gp_defaults_to_the_papers_sizes_and_checks_its_arguments():
         layer.build(tf.TensorShape([None, 4, 5]))
 
 
+@pytest.mark.slow
 def test_solve_gp_trains_saves_and_reloads(rng, tmp_path):
     x, y = _problem(rng, num=200, dim=3)
     built = zoo.build_model(zoo.ModelSpec(model="solve-gp", num_inducing=[10, 6]), 3, 200, inputs=x)

@@ -124,7 +124,7 @@ def _counter(model: tf_keras.Sequential) -> int:
     return int(model.get_layer("gp_layer_2").draw_counter.numpy())
 
 
-@pytest.mark.parametrize("rule", ["ar1", "ar2"])
+@pytest.mark.parametrize("rule", ["ar1", pytest.param("ar2", marks=pytest.mark.slow)])
 def test_training_draws_advance_a_saved_counter(rng, rule):
     model = _model(rule)
     x = tf.constant(rng.normal(size=(6, 2)))
@@ -137,7 +137,7 @@ def test_training_draws_advance_a_saved_counter(rng, rule):
     assert model.get_layer("gp_layer_1").draw_counter is None  # deterministic input: no draws
 
 
-@pytest.mark.parametrize("rule", ["ar1", "ar2"])
+@pytest.mark.parametrize("rule", ["ar1", pytest.param("ar2", marks=pytest.mark.slow)])
 def test_restored_weights_continue_with_the_same_draws(rng, rule):
     x = tf.constant(rng.normal(size=(6, 2)))
     original = _model(rule)
@@ -148,7 +148,7 @@ def test_restored_weights_continue_with_the_same_draws(rng, rule):
     np.testing.assert_array_equal(copy(x, training=True), original(x, training=True))
 
 
-@pytest.mark.parametrize("rule", ["ar1", "ar2"])
+@pytest.mark.parametrize("rule", ["ar1", pytest.param("ar2", marks=pytest.mark.slow)])
 def test_prediction_is_deterministic_and_independent_of_batching(rng, rule):
     model = _model(rule)
     x = rng.normal(size=(7, 2))
@@ -164,6 +164,7 @@ def test_prediction_is_deterministic_and_independent_of_batching(rng, rule):
     assert together.shape[1] == 4  # both predict with S = num_points
 
 
+@pytest.mark.slow
 def test_xla_prediction_equals_eager_prediction(rng):
     model = _model("ar2")
     x = tf.constant(rng.normal(size=(5, 2)))

@@ -427,6 +427,7 @@ def test_an_export_traces_the_model_once_for_all_its_signatures(small_model, tmp
     assert calls == [True, False]
 
 
+@pytest.mark.slow
 def test_an_export_with_feature_names_serves_columns_by_name(small_model, tmp_path, rng):
     """The by-name signatures stack the named columns in the model's order: any order of
     keyword arguments gives the positional signature's numbers; TensorFlow refuses a missing or
@@ -457,7 +458,9 @@ def test_an_export_with_feature_names_serves_columns_by_name(small_model, tmp_pa
         by_name(width=width, height=height[:3])
 
 
-@pytest.mark.parametrize("likelihood", ["Gaussian", "Bernoulli"])
+@pytest.mark.parametrize(
+    "likelihood", ["Gaussian", pytest.param("Bernoulli", marks=pytest.mark.slow)]
+)
 def test_predict_y_serves_every_output_of_model_predict(tmp_path, rng, likelihood):
     """``mean``, ``std`` and the 95 % interval, or ``probabilities``: the names and numbers of
     ``model.predict``, beside the moments and components."""

@@ -19,7 +19,7 @@ LEGACY = FIXTURES_DIR / "legacy_layout"
 FIELDS = ("weights", "f_means", "f_variances", "y_means", "y_variances")
 
 
-@pytest.mark.parametrize("name", ["avdgp_ar2pp", "mixed_ar1"])
+@pytest.mark.parametrize("name", [pytest.param("avdgp_ar2pp", marks=pytest.mark.slow), "mixed_ar1"])
 def test_model_saved_by_the_old_layout_loads_predicts_and_trains(name):
     expected = np.load(LEGACY / "expected.npz")
     model = gpflux_avdgp.load_model(str(LEGACY / f"{name}.keras"))

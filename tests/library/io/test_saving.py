@@ -224,6 +224,7 @@ def test_a_loss_from_its_config_scores_the_likelihood_and_objective_of_the_model
     assert earlier_model.loss is from_file
 
 
+@pytest.mark.slow
 def test_a_metric_from_its_config_scores_the_models_likelihood():
     """As the loss: a reloaded metric scores with the model's likelihood, not a stale copy."""
     likelihood = gpflow.likelihoods.Gaussian(0.3)
@@ -352,6 +353,7 @@ def test_sigma_point_config_refuses_what_it_cannot_rebuild(case):
         layer.get_config()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("suffix", FORMAT_CASES)
 def test_sigma_point_layer_round_trip_of_every_supported_structure(tmp_path, rng, suffix):
     """Separate kernels (ARD and isotropic) and inducing points, identity mean, unwhitened,

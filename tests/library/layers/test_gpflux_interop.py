@@ -104,6 +104,7 @@ def assert_weights_tracked(model: tf_keras.Model, gp_layer: gpflux.layers.GPLaye
         assert parameter.unconstrained_variable.ref() in refs
 
 
+@pytest.mark.slow
 # --------------------------------------------------------------------------------- (a)
 def test_unwrapped_gp_layer_before_amortized_layer_trains(rng):
     x, y = regression_data(rng)
@@ -135,7 +136,7 @@ def test_unwrapped_gp_layer_before_amortized_layer_trains(rng):
 
 
 # --------------------------------------------------------------------------------- (b)
-@pytest.mark.parametrize("rule", ["ar2", "ar2p"])
+@pytest.mark.parametrize("rule", [pytest.param("ar2", marks=pytest.mark.slow), "ar2p"])
 def test_wrapped_gp_layer_after_amortized_layer_trains(rng, rule):
     x, y = regression_data(rng)
     likelihood = gpflow.likelihoods.Gaussian(variance=0.1)
@@ -162,6 +163,7 @@ def test_wrapped_gp_layer_after_amortized_layer_trains(rng, rule):
     assert predict_mixture(model, x).weights.shape == (NUM_DATA, NUM_POINTS)
 
 
+@pytest.mark.slow
 # --------------------------------------------------------------------------------- (c)
 def test_pure_dspp_trains_and_predicts_deterministically(rng):
     x, y = regression_data(rng)

@@ -93,6 +93,7 @@ def test_the_range_gate_takes_over_beyond_the_rows_range_along_one_input(rng):
     assert off.share(tf.constant(tests[1:2])).numpy()[0] == 0.0  # without it, no share there
 
 
+@pytest.mark.slow
 def test_the_range_widens_to_every_training_row_not_only_the_placement_rows(rng):
     """Placement reads 1024 rows spread over the data; the training steps widen the range to
     every row's (distribution-free, a held-in row is then beyond it along one of ``D`` inputs
@@ -196,6 +197,7 @@ def test_beyond_the_reach_the_last_layer_reverts_to_its_prior(trained):
     assert np.abs(ungated[0]).min() > 0.0  # the test would hold without the gate otherwise
 
 
+@pytest.mark.slow
 def test_within_the_reach_the_prediction_is_the_model_s_to_the_bit(trained):
     model, x, y = trained
     inside = x[model.guard.share(tf.constant(x)).numpy() == 0]
@@ -214,6 +216,7 @@ def test_within_the_reach_the_prediction_is_the_model_s_to_the_bit(trained):
         assert guarded[key][-1] != plain[key][-1]
 
 
+@pytest.mark.slow
 def test_the_guard_trains_on_its_own_elbo_and_not_through_the_model_s_likelihood(rng):
     x, y = _gap_data(rng)
     model = _guarded(len(x))
@@ -246,7 +249,7 @@ def test_the_guard_trains_on_its_own_elbo_and_not_through_the_model_s_likelihood
 
 @pytest.mark.parametrize(
     "path", ["model.keras", pytest.param("saved_model", marks=pytest.mark.slow)]
-)  # a SavedModel folder of the default model: tests/library/io/test_saving.py, in the default suite
+)  # a SavedModel folder traces every layer: slow, as in tests/library/io/test_saving.py
 def test_a_saved_guarded_model_reloads_with_its_guard(trained, tmp_path, path):
     model, x, y = trained
     tests = np.linspace(-4, 4, 9)[:, None]
@@ -259,6 +262,7 @@ def test_a_saved_guarded_model_reloads_with_its_guard(trained, tmp_path, path):
         np.testing.assert_allclose(got[key], expected[key], rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_a_guarded_classifier_fits_and_predicts_probabilities(rng):
     x = rng.normal(size=(40, 2))
     labels = (x[:, :1] > 0).astype(float)
@@ -316,6 +320,7 @@ def lean_guard(tmp_path_factory):
     return model, gpflux_avdgp.load_model(path), before
 
 
+@pytest.mark.slow
 def test_a_guard_with_its_kernel_fixed_trains_the_rest_and_saves_the_kernel_fixed(lean_guard):
     model, loaded, before = lean_guard
     kernel = model.guard.svgp.kernel.kernel  # GPflux's SharedIndependent holds the Matern52
@@ -327,6 +332,7 @@ def test_a_guard_with_its_kernel_fixed_trains_the_rest_and_saves_the_kernel_fixe
     assert len(trained.guard.svgp.kernel.kernel.trainable_parameters) == 2
 
 
+@pytest.mark.slow
 def test_a_mean_field_guard_trains_its_standard_deviations_and_saves_them(lean_guard):
     model, loaded, before = lean_guard
     q_sqrt = model.guard.svgp.q_sqrt
@@ -388,6 +394,7 @@ def test_a_guard_trained_every_kth_step_gets_its_gradients_then_and_zeros_otherw
     assert len(gradients) == len(guard.trainable_variables)
 
 
+@pytest.mark.slow
 def test_a_guard_trained_every_kth_step_is_left_alone_in_the_others_but_its_range_widens(rng):
     x, y = _gap_data(rng)
     model = _guarded(len(x), guard={"train_every": 1000})
@@ -414,6 +421,7 @@ def test_a_guard_trained_every_kth_step_is_left_alone_in_the_others_but_its_rang
                    train_every=0)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_frozen_guarded_model_fits_without_moving_its_guard(rng):
     x, y = _gap_data(rng)
     model = _guarded(len(x))
@@ -444,7 +452,9 @@ class _Weights(tf_keras.callbacks.Callback):
         self.after_epoch.append(self.model.get_weights())
 
 
-@pytest.mark.parametrize("stopping", ["BestEpochStopping", "EarlyStopping"])
+@pytest.mark.parametrize(
+    "stopping", ["BestEpochStopping", pytest.param("EarlyStopping", marks=pytest.mark.slow)]
+)
 def test_the_best_epoch_restored_leaves_the_guard_at_its_last_weights(rng, stopping):
     """``BestEpochStopping`` gives the layers the best epoch's weights and the guard (which has
     no share in the score) its last; Keras' ``EarlyStopping`` cuts the guard to the best epoch."""
@@ -468,6 +478,7 @@ def test_the_best_epoch_restored_leaves_the_guard_at_its_last_weights(rng, stopp
         np.testing.assert_array_equal(weight, at_guard if is_guard else at_best)
 
 
+@pytest.mark.slow
 def test_best_epoch_stopping_restores_a_model_without_a_guard_as_early_stopping_does(rng):
     x, y = _gap_data(rng)
     model = _guarded(len(x), guard=None)

@@ -64,7 +64,11 @@ def test_mixture_sample_passes_gradients_to_the_component_means_and_variances(rn
     np.testing.assert_array_equal(gradient[..., 4], 0.0)  # the component choice is discrete
 
 
-@pytest.mark.parametrize("readout", [MixtureMean, MixtureSample], ids=["mean", "sample"])
+@pytest.mark.parametrize(
+    "readout",
+    [MixtureMean, pytest.param(MixtureSample, marks=pytest.mark.slow)],
+    ids=["mean", "sample"],
+)
 def test_a_gp_layer_as_feature_extractor_trains_saves_and_reloads(rng, tmp_path, readout):
     x = rng.uniform(-2.0, 2.0, size=(120, 2))
     y = np.sin(x[:, :1]) + 0.1 * rng.normal(size=(120, 1))

@@ -64,6 +64,7 @@ def _reverting_model(num_data: int, **kwargs) -> gpflux_avdgp.AVDGPModel:
     return model
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch_size", [7, 50])
 def test_fit_places_the_anchors_over_the_whole_training_set_whatever_the_batch(rng, batch_size):
     """``AVDGPModel.fit`` places the anchors before training on rows spread over all of ``x``
@@ -77,6 +78,7 @@ def test_fit_places_the_anchors_over_the_whole_training_set_whatever_the_batch(r
     assert int(first.anchors_placed.numpy()) == 1
 
 
+@pytest.mark.slow
 def test_the_training_graph_after_placement_has_no_placement_ops(rng):
     """Placed before ``fit`` traces its step, the step reads the anchors and never assigns
     them: no per-step placement ops, nothing to order between steps or replicas (the reach
@@ -95,6 +97,7 @@ def test_the_training_graph_after_placement_has_no_placement_ops(rng):
     assert len(assigns) == 2 and all("/reach_update/" in name for name in assigns), assigns
 
 
+@pytest.mark.slow
 def test_fit_reads_the_pipeline_only_to_train_when_nothing_needs_placing(rng):
     """``fit`` of a model without anchors (the paper's layers) or with anchors already placed
     reads a dataset once per epoch, as Keras does: an extra read would advance a reshuffling
@@ -170,6 +173,7 @@ def saved_and_loaded(tmp_path_factory):
     return model, gpflux_avdgp.load_model(path), x
 
 
+@pytest.mark.slow
 def test_the_config_keeps_the_anchors_and_a_file_reloads_them(saved_and_loaded):
     model, loaded, x = saved_and_loaded
     layers = [layer for layer in model.layers if isinstance(layer, AmortizedGPLayer)]
@@ -179,6 +183,7 @@ def test_the_config_keeps_the_anchors_and_a_file_reloads_them(saved_and_loaded):
     np.testing.assert_allclose(loaded.predict(x, verbose=0)["std"], model.predict(x)["std"])
 
 
+@pytest.mark.slow
 def test_hidden_mean_function_is_every_layer_but_the_last():
     model = gpflux_avdgp.build_avdgp(
         1, [2, 2, 1], 3, 50, gpflow.likelihoods.Gaussian(), hidden_mean_function="linear"
@@ -218,12 +223,14 @@ def test_the_default_reverts_to_the_prior_and_the_paper_does_not():
     assert _layer_options(preset="paper") == [(0, False, None)] * 3
 
 
+@pytest.mark.slow
 def test_a_mean_function_given_for_all_layers_wins_over_the_presets_hidden_one():
     assert _layer_options(mean_function="linear") == [(32, True, "linear")] * 3
     assert _layer_options(mean_function=None) == [(32, True, None)] * 3
     assert _layer_options(hidden_mean_function=None) == [(32, True, None)] * 3
 
 
+@pytest.mark.slow
 def test_the_default_gates_by_reach_unless_the_anchors_are_given_away():
     def gates(**kwargs):
         model = gpflux_avdgp.build_avdgp(1, [2, 1], 3, 50, gpflow.likelihoods.Gaussian(), **kwargs)
@@ -267,6 +274,7 @@ def test_the_default_model_predicts_its_prior_far_from_its_data():
     assert std[:2].max() < 0.8 * std[-1], std
 
 
+@pytest.mark.slow
 def test_the_identity_hidden_mean_is_fixed_through_training_and_a_file(saved_and_loaded, rng):
     """``"identity"``: ``m(F) = F A`` with ``A = I[D_in, D_out]``, not trained, and saved by
     name (a reloaded model has the same fixed map)."""
@@ -289,6 +297,7 @@ def test_the_identity_hidden_mean_is_fixed_through_training_and_a_file(saved_and
     np.testing.assert_allclose(loaded.predict(x, verbose=0)["std"], model.predict(x)["std"])
 
 
+@pytest.mark.slow
 def test_a_trained_linear_mean_moves_where_the_identity_does_not(rng):
     """The fixed map is the option's whole point: the same fit moves ``"linear"``'s ``A``."""
     model = gpflux_avdgp.build_avdgp(
@@ -382,11 +391,15 @@ def test_the_reach_gate_reverts_beyond_the_training_rows_reach(rng):
     )
 
 
-def test_the_reach_gate_is_checked_and_a_file_keeps_the_reach(saved_and_loaded):
+def test_the_reach_gate_is_checked():
     with pytest.raises(ValueError, match="reach_gate: expected a scale > 0 with num_anchors"):
         AmortizedGPLayer(1, 3, 10, whiten=True, num_anchors=0, reach_gate=1.0)
     with pytest.raises(TypeError, match="reach_gate: expected a number"):
         AmortizedGPLayer(1, 3, 10, whiten=True, num_anchors=4, reach_gate="far")
+
+
+@pytest.mark.slow  # by default a file's anchors and reach: test_input_guard's saved model
+def test_a_file_keeps_the_reach(saved_and_loaded):
     model, loaded, _ = saved_and_loaded
     for before, after in zip(model.layers[:2], loaded.layers[:2]):
         assert after.reach_gate == 0.5

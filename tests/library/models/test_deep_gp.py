@@ -128,6 +128,7 @@ def test_gpflux_deep_gp_with_an_unwrapped_gp_layer_after_ours_fails_inside_gpflu
         deep_gp.as_training_model()
 
 
+@pytest.mark.slow
 def test_gpflux_deep_gp_with_our_likelihood_layer_by_hand_trains(rng):
     x, y = _data(rng)
     likelihood = gpflow.likelihoods.Gaussian()

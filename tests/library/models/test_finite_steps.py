@@ -70,13 +70,7 @@ def cases(*default: tuple[str, ...]) -> list:
 
 @pytest.mark.parametrize(
     "kind, bad",
-    cases(
-        ("avdgp", "y"),
-        ("avdgp", "sample_weight"),
-        ("avdgp", "x"),
-        ("functional", "sample_weight"),
-        ("sequential", "y"),
-    ),
+    cases(("avdgp", "y")),
 )
 def test_a_non_finite_batch_applies_no_update_and_the_model_fits_clean_data(kind, bad):
     model = _model(kind, gpflow.likelihoods.Gaussian(variance=0.1))
@@ -135,6 +129,7 @@ def test_evaluate_refuses_a_dataset_with_inf(kind):
             model.evaluate(dataset(x, y), verbose=0)
 
 
+@pytest.mark.slow
 def test_a_non_finite_gradient_applies_no_update():
     """A loss whose gradient is NaN while the loss is finite (``sqrt`` at 0): stopped by the
     check of the gradients' global norm before any update."""
@@ -162,6 +157,7 @@ def test_a_non_finite_gradient_applies_no_update():
             np.testing.assert_array_equal(old, new.numpy())
 
 
+@pytest.mark.slow
 def test_validation_inside_fit_prints_nothing(capsys):
     """``fit`` calls ``evaluate`` with its own ``CallbackList``; the batch tracking must leave
     it alone (a list of its callbacks gave the validation a progress bar of its own)."""

@@ -69,6 +69,7 @@ def classifier():
     return model, x, y
 
 
+@pytest.mark.slow
 # ------------------------------------------------------------------ metrics in compile
 def test_accuracy_in_compile_is_the_accuracy_of_the_class_probabilities(classifier):
     model, x, y = classifier
@@ -117,6 +118,7 @@ def test_the_closed_form_mixture_crps_is_the_integral_of_its_definition():
         np.testing.assert_allclose(crps[:, q], expected, rtol=1e-7)
 
 
+@pytest.mark.slow
 def test_classifier_metrics_match_numpy(classifier):
     model, x, y = classifier
     model.compile(
@@ -134,6 +136,7 @@ def test_classifier_metrics_match_numpy(classifier):
     assert 0.5 < logs["auc"] <= 1.0
 
 
+@pytest.mark.slow
 def test_package_metrics_monitor_validation_in_callbacks(regressor, tmp_path):
     model, x, y = regressor
     model.compile(tf_keras.optimizers.Adam(0.02), metrics=[ga.MixtureNLL()])
@@ -203,6 +206,7 @@ def test_predict_returns_mean_and_std_of_y_for_any_batch_size_and_a_dataset(regr
     assert (variance > model.likelihood.variance.numpy()).all()
 
 
+@pytest.mark.slow
 def test_predict_gives_class_probabilities(classifier):
     model, x, _ = classifier
     outputs = model.predict(x, verbose=0)
@@ -217,6 +221,7 @@ def test_one_row_of_width_two_suggests_the_right_reshape(regressor):
         ga.predict_mixture(model, np.zeros(2))
 
 
+@pytest.mark.slow
 # ------------------------------------------------------------------ evaluate and History
 def test_evaluate_returns_a_scalar_loss_and_history_has_stable_names(regressor):
     model, x, y = regressor
@@ -383,6 +388,7 @@ def test_a_plain_model_whose_loss_holds_another_likelihood_is_refused_at_the_fir
         model.fit(x, y, verbose=0, epochs=1)
 
 
+@pytest.mark.slow
 def test_a_plain_model_without_trainable_likelihood_warns_that_the_noise_will_not_train():
     x, y = regression_data()
     likelihood = gpflow.likelihoods.Gaussian(variance=0.1)
@@ -401,6 +407,7 @@ def test_a_plain_model_without_trainable_likelihood_warns_that_the_noise_will_no
     assert held.variance.numpy() != pytest.approx(0.1)
 
 
+@pytest.mark.slow
 def test_a_subclassed_model_holding_the_likelihood_layer_as_an_attribute_trains_it_unwarned():
     """Issue 49: a subclassed model with the GP and likelihood layers as attributes was warned
     that the variance would not train (it trained: 0.1 -> 0.163)."""

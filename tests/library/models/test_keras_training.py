@@ -95,8 +95,8 @@ def assert_weights_changed(before: list[np.ndarray], layer: tf_keras.layers.Laye
             rule,
             dtype,
             id=f"{rule}-{name}",
-            # by default one rule per data type; every pair in the slow suite
-            marks=() if (rule, name) in {("ar2p", "f64data"), ("ar2pp", "f32data")} else SLOW,
+            # by default the default rule on float64 data; every pair in the slow suite
+            marks=() if (rule, name) == ("ar2p", "f64data") else SLOW,
         )
         for rule in RULES
         for dtype, name in [(np.float64, "f64data"), (np.float32, "f32data")]
@@ -131,6 +131,7 @@ def test_build_avdgp_regression_trains(rng, rule, data_dtype):
     assert likelihood.variance.numpy() != variance_before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "rule", [rule if rule == "ar2pp" else pytest.param(rule, marks=SLOW) for rule in RULES]
 )
@@ -167,6 +168,7 @@ def test_hand_assembled_sequential_trains(rng, rule):
         assert_weights_changed(before[layer.name], layer)
 
 
+@pytest.mark.slow
 # -------------------------------------------------------------------------- classification
 def test_bernoulli_classification_end_to_end(rng):
     x, y = classification_data(rng)
@@ -240,6 +242,7 @@ def _fit_float32_model(x: np.ndarray, y: np.ndarray, rule: str) -> None:
     assert np.all(np.isfinite(mixture.f_means)) and np.all(mixture.f_variances >= 0.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "how, rule",
     [
@@ -265,6 +268,7 @@ def test_float32_model_trains(rng, how, rule):
     assert gpflow.default_float() == np.float64
 
 
+@pytest.mark.slow
 # ---------------------------------------------------------------------- feature extractor
 def test_dense_feature_extractor_in_front_trains(rng):
     x, y = regression_data(rng)
@@ -290,6 +294,7 @@ def test_dense_feature_extractor_in_front_trains(rng):
     assert set(history.history) == {"loss"}
 
 
+@pytest.mark.slow
 # ------------------------------------------------------------------- prediction behaviour
 def test_ar2p_prediction_is_deterministic(rng):
     x, _ = regression_data(rng)
@@ -352,6 +357,7 @@ def test_sampled_rules_train_with_num_train_samples_and_predict_with_num_points(
     assert len(np.unique(first.f_means[0, :, 0])) == num_points
 
 
+@pytest.mark.slow
 def test_ar1_default_points_one_for_training_many_for_prediction(rng):
     x, _ = regression_data(rng)
     likelihood = gpflow.likelihoods.Gaussian(variance=0.1)
@@ -361,6 +367,7 @@ def test_ar1_default_points_one_for_training_many_for_prediction(rng):
     assert predict_mixture(model, x).weights.shape == (NUM_DATA, 32)
 
 
+@pytest.mark.slow
 def test_tensorboard_callback_writes_the_training_curves(rng, tmp_path):
     """``tf_keras.callbacks.TensorBoard`` works out of the box (tensorboard is a dependency),
     profile included (docs/performance.md)."""

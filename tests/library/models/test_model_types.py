@@ -22,9 +22,10 @@ from gpflux_avdgp.predictive import predictive_distribution
 
 NUM_DATA = 120
 MODEL_TYPES = ["avdgp", "sequential", "functional", "subclassed", "clone"]
-#: The default suite runs each behaviour in the two model types that differ most, an
-#: ``AVDGPModel`` and a Functional model; the slow suite (CI) adds the plain ``Sequential``, the
-#: subclassed model and the clone, each a trace of its own (about 6 s).
+#: The slow suite (CI) runs each behaviour in the two model types that differ most, an
+#: ``AVDGPModel`` and a Functional model, and adds the plain ``Sequential``, the subclassed model
+#: and the clone, each a trace of its own (about 6 s); the default suite keeps the Functional
+#: model's classifier and loss refusal and the tests of one model type.
 DEFAULT_TYPES = ("avdgp", "functional")
 
 
@@ -83,7 +84,9 @@ def _likelihood_of(model: tf_keras.Model) -> gpflow.likelihoods.Likelihood:
     ].likelihood
 
 
-@pytest.mark.parametrize("kind", model_types(*MODEL_TYPES))
+@pytest.mark.parametrize(
+    "kind", [pytest.param("avdgp", marks=pytest.mark.slow), *model_types(*MODEL_TYPES[1:])]
+)
 def test_classifier_metrics_equal_numpy_in_every_model_type(kind):
     x, _, labels = _data()
     model = _model(kind, gpflow.likelihoods.Bernoulli())
@@ -105,6 +108,7 @@ def test_classifier_metrics_equal_numpy_in_every_model_type(kind):
     assert scores["nll"] == pytest.approx(nll, rel=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", model_types("functional", "subclassed", "clone"))
 def test_regression_metrics_equal_numpy_in_other_model_types(kind):
     x, y, _ = _data()
@@ -185,6 +189,7 @@ def test_the_output_is_the_mean_of_y_carrying_the_predictive_distribution():
     np.testing.assert_allclose(distribution.log_prob(y).numpy(), mixture.log_density(y), 1e-10)
 
 
+@pytest.mark.slow
 def test_a_loss_of_ones_own_reads_the_distribution_as_with_tfp():
     x, y, _ = _data()
     model = _model("functional", gpflow.likelihoods.Gaussian(variance=0.1))
@@ -197,6 +202,7 @@ def test_a_loss_of_ones_own_reads_the_distribution_as_with_tfp():
     assert np.all(np.isfinite(losses)) and losses[-1] < losses[0]
 
 
+@pytest.mark.slow
 def test_plus_minus_one_labels_are_scored_as_gpflow_reads_them_in_an_avdgp_model():
     x, _, labels = _data()
     model = _model("avdgp", gpflow.likelihoods.Bernoulli())
@@ -210,6 +216,7 @@ def test_plus_minus_one_labels_are_scored_as_gpflow_reads_them_in_an_avdgp_model
         assert with_pm1[name] == pytest.approx(with_01[name], abs=1e-12), name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", model_types("sequential", "functional", "subclassed"))
 def test_plus_minus_one_labels_are_refused_where_keras_metrics_would_misread_them(kind):
     x, _, labels = _data()
@@ -219,6 +226,7 @@ def test_plus_minus_one_labels_are_refused_where_keras_metrics_would_misread_the
         model.fit(x, 2 * labels - 1, batch_size=40, epochs=1, verbose=0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", model_types(*MODEL_TYPES))
 def test_bernoulli_labels_other_than_0_1_or_plus_minus_1_are_refused_in_every_model_type(kind):
     """``{1, 2}`` would train with 2 read as the negative class (accuracy 0.16 read with 2 as
@@ -251,6 +259,7 @@ def test_an_ar2pp_model_trains_its_predictive_objective_and_saves_it(tmp_path):
         model.compile("adam", loss=ga.AVDGPLoss(objective="elbo"))
 
 
+@pytest.mark.slow
 def test_as_deep_gp_predicts_class_probabilities_of_a_multiclass_likelihood():
     x, _, labels = _data()
     classes = (labels.numpy()[:, 0] + (x.numpy()[:, 1] > 1)).astype(np.float64)[:, None]  # 0-2
@@ -306,6 +315,7 @@ def test_a_multi_input_functional_model_predicts_its_mixture_and_refuses_export(
         ga.export(model, tmp_path / "served")
 
 
+@pytest.mark.slow
 def test_a_refit_with_targets_of_another_rank_trains():
     """Keras traces the step again for ``[N]`` after ``[N, 1]`` with targets of unknown rank."""
     x, y, _ = _data()
@@ -343,6 +353,7 @@ def test_predict_mixture_and_export_read_the_gp_head_of_a_model_with_a_dense_hea
         ga.predict_mixture(two, x.numpy(), likelihood=gpflow.likelihoods.Gaussian())
 
 
+@pytest.mark.slow
 def test_predict_mixture_takes_a_dict_of_named_inputs_and_a_nested_model(tmp_path):
     x, _, _ = _data()
     built = ga.build_avdgp(2, [1], 4, NUM_DATA, gpflow.likelihoods.Gaussian(0.1), seed=0)

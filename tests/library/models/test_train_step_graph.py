@@ -53,6 +53,7 @@ def _data(classification: bool):
     return x, ((y > 0).astype(np.float64) if classification else y)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "rule, classification",
     [
