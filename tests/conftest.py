@@ -7,6 +7,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from xdist import is_xdist_controller, is_xdist_worker  # noqa: E402
 
 # TensorFlow and GPflow load in the processes that run tests, not here: with ``-n 2`` this file
 # is also read by pytest-xdist's controller, which runs none, and an import here kept it about
@@ -19,13 +20,13 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     controller): skip GPflow's docstring rewriting (2 s of each process's import of GPflow, for
     docstrings no test reads; the checks stay on), as the ``avdgp`` command does
     (``avdgp/cli/common.py``), and give each xdist worker one intra-op thread."""
-    if session.config.pluginmanager.hasplugin("dsession"):
+    if is_xdist_controller(session):
         return
     import check_shapes
     import tensorflow as tf
 
     check_shapes.set_rewrite_docstrings(None)
-    if os.environ.get("PYTEST_XDIST_WORKER"):
+    if is_xdist_worker(session):
         # README's command runs two workers on two cores: TensorFlow's default of one intra-op
         # thread per core each oversubscribes them (the layers' tests with -n 2: user CPU 326
         # -> 297-315 s, wall 193 -> 179-186 s, within this machine's run-to-run noise).

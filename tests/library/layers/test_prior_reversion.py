@@ -398,7 +398,7 @@ def test_the_reach_gate_is_checked():
         AmortizedGPLayer(1, 3, 10, whiten=True, num_anchors=4, reach_gate="far")
 
 
-@pytest.mark.slow  # by default a file's anchors and reach: test_input_guard's saved model
+@pytest.mark.slow  # default suite: test_input_guard's saved model keeps anchors and reach
 def test_a_file_keeps_the_reach(saved_and_loaded):
     model, loaded, _ = saved_and_loaded
     for before, after in zip(model.layers[:2], loaded.layers[:2]):
