@@ -128,6 +128,12 @@ def add_paper(commands) -> None:
         help="UCI tables: comma-separated models of the table to train (default all; the table "
         "shows all)",
     )
+    paper.add_argument(
+        "--epochs",
+        type=int,
+        help="Tables 1, 3 and 5: a cap on the UCI runs' epochs (default: the budget's 100); "
+        "capped runs are cells and table files of their own (e.g. table5_full_paper_e30)",
+    )
     paper.add_argument("--out", default="avdgp-paper", help="output folder")
     paper.add_argument(
         "--render-only", action="store_true", help="write the table from the runs there are"

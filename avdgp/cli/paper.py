@@ -37,6 +37,7 @@ def paper_command(args) -> int:
         sizes=args.sizes,
         models=models,
         render_only=args.render_only,
+        epochs=args.epochs,
     )
     table = run_paper(request, stream=progress_stream(args))
     print(table.read_text())

@@ -37,6 +37,7 @@ COLUMNS = (
     "preset",
     "best_epoch",
     "stopped_epoch",
+    "version",
 )
 
 #: Per-epoch curves of every finished run, beside ``results.csv``.
@@ -48,6 +49,9 @@ CURVE_KEYS = ("best_epoch", "stopped_epoch", "epoch_seconds", "val_nll_curve", "
 
 #: ``preset`` of rows written before the column existed: they ran the paper's settings.
 LEGACY_PRESET = "paper"
+#: ``version`` of rows written before the column existed (:func:`avdgp.experiments.bench.run.
+#: run_version`): their settings are not known, so they never share a cell with a new run.
+LEGACY_VERSION = "legacy"
 
 
 def read_results(path: Path) -> list[dict]:
@@ -59,13 +63,14 @@ def read_results(path: Path) -> list[dict]:
         for row in csv.DictReader(handle):
             parsed = {}
             for key, value in row.items():
-                if key in ("dataset", "model", "status", "preset"):
+                if key in ("dataset", "model", "status", "preset", "version"):
                     parsed[key] = value
                 elif value == "":
                     parsed[key] = None
                 else:
                     parsed[key] = float(value)
             parsed["preset"] = parsed.get("preset") or LEGACY_PRESET
+            parsed["version"] = parsed.get("version") or LEGACY_VERSION
             rows.append(parsed)
     return rows
 
@@ -86,6 +91,7 @@ def _upgrade_header(path: Path) -> None:
         rows = list(reader)
     for row in rows:
         row["preset"] = row.get("preset") or LEGACY_PRESET
+        row["version"] = row.get("version") or LEGACY_VERSION
     temporary = path.with_suffix(".csv.tmp")
     with temporary.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS)
@@ -109,7 +115,7 @@ def append_row(path: Path, row: dict) -> None:
 def append_curve(path: Path, row: dict, record: RunRecord) -> None:
     """One JSON line per finished run: its key, the seconds of every epoch and the validation
     and test NLL after every epoch (for time-to-accuracy plots)."""
-    line = {key: row[key] for key in ("dataset", "model", "preset", "seed", "epochs")}
+    line = {key: row[key] for key in ("dataset", "model", "preset", "version", "seed", "epochs")}
     line.update({key: getattr(record, key) for key in CURVE_KEYS})
     with path.open("a") as handle:
         handle.write(json.dumps(line) + "\n")

@@ -12,8 +12,10 @@ seconds per epoch and test seconds as in its Table 4), one PNG per metric and, p
 
 from __future__ import annotations
 
+import hashlib
+import json
 import sys
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Optional, Sequence, TextIO
 
@@ -32,9 +34,12 @@ from avdgp.experiments.bench.results import (
 )
 from avdgp.experiments.bench.tables import plot_time_curves, summarise
 from avdgp.training import RunRecord, TrainConfig, TrainingDiverged
+from avdgp.training.config import training_options
 from avdgp.training.runner import SplitData
 from avdgp.training.skeleton import run
 from avdgp.zoo import ModelSpec, model_label, parse_model_name, split_design
+from gpflux_avdgp import __version__
+from gpflux_avdgp.presets import hidden_mean_function, layer_options
 
 __all__ = [
     "BenchSettings",
@@ -44,8 +49,13 @@ __all__ = [
     "read_curves",
     "read_results",
     "run_bench",
+    "run_version",
     "summarise",
 ]
+
+#: Raised by hand when a change of code (not of settings) changes what a run of the bench
+#: computes; :func:`run_version` hashes the settings themselves.
+BENCH_CODE_VERSION = 1
 
 DEFAULT_MODELS = ("svgp", "dsdgp", "dspp", "idsgp", "avdgp-ar2p", "avdgp-ar2pp")
 LARGE_DATA = 200_000
@@ -114,6 +124,43 @@ def _load(
     return dataset
 
 
+def _spec(settings: BenchSettings, label: str, seed: int) -> ModelSpec:
+    kind, rule = parse_model_name(label)
+    return ModelSpec(
+        model=kind.value,
+        rule=rule,
+        seed=seed,
+        preset=settings.preset,
+        design=split_design(label)[1],
+        **settings.extra,
+    )
+
+
+def run_version(settings: BenchSettings, label: str) -> str:
+    """The ``version`` of ``label``'s runs under ``settings``: 10 hex digits of a hash of
+    everything that decides what a run computes apart from its key's own fields (data set,
+    seed, epochs, preset): the model's spec, the preset's layer and training options, the
+    training settings on top, the dtype, the package version and :data:`BENCH_CODE_VERSION`.
+    Rows of another version never share a cell, so a changed default starts new cells."""
+    spec = replace(_spec(settings, label, seed=0), seed=0)
+    described = {
+        "spec": asdict(spec),
+        "layer_options": layer_options(settings.preset),
+        "hidden_mean": hidden_mean_function(settings.preset),
+        "training_options": training_options(settings.preset),
+        "training": {
+            key: value
+            for key, value in settings.training.items()
+            if key not in ("steps_per_execution", "backup_interval")  # speed only
+        },
+        "dtype": settings.dtype,
+        "package": __version__,
+        "code": BENCH_CODE_VERSION,
+    }
+    text = json.dumps(described, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
 def _row(record: RunRecord, dataset: str, model: str, seed: int, epochs: int, preset: str) -> dict:
     test, original = record.test, record.test_original_units or {}
     return {
@@ -150,15 +197,7 @@ def _run_one(
 ) -> dict:
     """Train and score one (model, seed) on a standardised split; append its curves and
     return its ``results.csv`` row (``status`` ``ok``, or ``failed: ...`` if it diverged)."""
-    kind, rule = parse_model_name(label)
-    spec = ModelSpec(
-        model=kind.value,
-        rule=rule,
-        seed=seed,
-        preset=settings.preset,
-        design=split_design(label)[1],
-        **settings.extra,
-    )
+    spec = _spec(settings, label, seed)
     config = TrainConfig.from_preset(
         settings.preset,
         epochs=settings.epochs,
@@ -186,9 +225,11 @@ def _run_one(
             "seed": seed,
             "epochs": settings.epochs,
             "preset": settings.preset,
+            "version": run_version(settings, label),
             "status": f"failed: {message}",
         }
     row = _row(record, dataset, label, seed, settings.epochs, settings.preset)
+    row["version"] = run_version(settings, label)
     append_curve(out / CURVES_FILE, row, record)
     return row
 
@@ -206,9 +247,12 @@ def run_bench(
     labels = list(dict.fromkeys(map(model_label, settings.models)))  # de-duplicated, in order
     seeds = list(dict.fromkeys(settings.seeds))
     names = list(dict.fromkeys(settings.datasets))
-    done = {
+    versions = {label: run_version(settings, label) for label in labels}
+    done = {  # failed runs are not done: a rerun retries them
         (row["dataset"], row["model"], int(row["seed"]), int(row["epochs"]), row["preset"])
+        + (row["version"],)
         for row in read_results(results_path)
+        if row["status"] == "ok"
     }
 
     def say(text: str) -> None:
@@ -228,6 +272,7 @@ def run_bench(
             for label in labels:
                 count += 1
                 key = (dataset.name, label, seed, settings.epochs, settings.preset)
+                key += (versions[label],)
                 if key in done:
                     say(f"[{count}/{total}] {dataset.name} {label} seed {seed}: done, skipped")
                     continue

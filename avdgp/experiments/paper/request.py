@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional, Sequence
 
+from avdgp.experiments.bench.run import BenchSettings
 from avdgp.experiments.demo.run import FULL, REDUCED, DemoSettings
 from avdgp.experiments.paper.toy_grid import ABLATION_DEPTHS, ablation_run, table2_run
 
@@ -141,6 +142,9 @@ class PaperRequest:
     :param models: of a UCI table's models, the ones to train (default all); the table still
         shows all of them, so the cheap ones can run first.
     :param render_only: write the table from the runs there are; train nothing.
+    :param epochs: a cap on the UCI runs' epochs below the budget's (e.g. 30 for the costly
+        DSPP and SOLVE-GP); capped runs are their own cells and their table its own files
+        (:func:`~avdgp.experiments.paper.table_format.output_stem`), never mixed with full ones.
     """
 
     table: str
@@ -153,6 +157,7 @@ class PaperRequest:
     sizes: Optional[Sequence[int]] = None
     models: Optional[Sequence[str]] = None
     render_only: bool = False
+    epochs: Optional[int] = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "out", Path(self.out))
@@ -162,6 +167,11 @@ class PaperRequest:
             raise ValueError(f"budget: expected one of {sorted(BUDGETS)}, got {self.budget!r}")
         if self.preset not in ("default", "paper"):
             raise ValueError(f"preset: expected 'default' or 'paper', got {self.preset!r}")
+        if self.epochs is not None and not 0 < self.epochs <= self.protocol.epochs:
+            raise ValueError(
+                f"epochs: expected a cap from 1 to the {self.budget} budget's "
+                f"{self.protocol.epochs}, got {self.epochs}"
+            )
         unknown = sorted(set(self.sizes or ()) - set(TOY_SIZES))
         if unknown:
             raise ValueError(f"sizes: expected values of {list(TOY_SIZES)}, got {unknown}")
@@ -183,6 +193,15 @@ class PaperRequest:
         return tuple(self.seeds) if self.seeds else self.protocol.seeds
 
     @property
+    def uci_epochs(self) -> int:
+        """Epochs of the UCI runs of Tables 1, 3 and 5: the cap, else the budget's."""
+        return self.epochs or self.protocol.epochs
+
+    @property
+    def capped(self) -> bool:
+        return self.epochs is not None and self.epochs != self.protocol.epochs
+
+    @property
     def toy_settings(self) -> DemoSettings:
         return replace(self.protocol.toy, preset=self.preset)
 
@@ -192,17 +211,48 @@ class PaperRequest:
         return tuple(sorted(set(self.sizes))) if self.sizes else TOY_SIZES
 
     def uci_datasets(self) -> tuple[str, ...]:
-        """The data sets of a UCI table (Table 1: the small ones; else those the paper has)."""
+        """The data sets of a UCI table to run (Table 1: the small ones; else those the paper
+        has), or ``datasets`` when a slice names them."""
         if self.datasets:
             return tuple(self.datasets)
-        return SMALL_DATASETS if self.table == "table1" else tuple(PAPER_DATASETS)
+        return self.table_datasets()
+
+    def table_datasets(self) -> tuple[str, ...]:
+        """The data sets a UCI table shows, whatever slice ran: the table's own, then any
+        other that ``datasets`` named."""
+        own = SMALL_DATASETS if self.table == "table1" else tuple(PAPER_DATASETS)
+        return tuple(dict.fromkeys(own + tuple(self.datasets or ())))
 
     def uci_models(self, dataset: str) -> tuple[str, ...]:
-        """Table 5 runs AR1 and AR2 on the small sets only, as the paper does."""
+        """Table 5 runs AR1 and AR2 on the small sets and on protein (the paper's Table 5
+        has them there too)."""
         models = TABLE_MODELS[self.table]
-        if self.table == "table5" and dataset not in SMALL_DATASETS:
+        if self.table == "table5" and dataset not in SMALL_DATASETS + ("protein",):
             models = tuple(m for m in models if m not in ("avdgp-ar1", "avdgp-ar2"))
         return models
+
+    @property
+    def uci_folder(self) -> str:
+        """``timing`` for Table 4's short runs, else ``uci``."""
+        return "timing" if self.table == "table4" else "uci"
+
+    def bench_settings(self, dataset: str) -> BenchSettings:
+        """What ``avdgp bench`` runs for ``dataset``; its :func:`~avdgp.experiments.bench.run.
+        run_version` is the version the table's rows must carry."""
+        timing = self.table == "table4"
+        training: dict = {"steps_per_execution": 10}
+        if timing:
+            training["restore_best"] = False  # every epoch trains; no validation scoring
+        return BenchSettings(
+            datasets=(dataset,),
+            models=self.trained_models(dataset),
+            seeds=self.run_seeds,
+            epochs=self.protocol.timing_epochs if timing else self.uci_epochs,
+            data_root=self.data_root,
+            preset=self.preset,
+            training=training,
+            drop_features=DERIVED,
+        )
 
     def trained_models(self, dataset: str) -> tuple[str, ...]:
         """Of :meth:`uci_models`, those ``models`` asks to train (default all)."""

@@ -8,27 +8,17 @@ import sys
 from pathlib import Path
 from typing import Optional, TextIO
 
-from avdgp.experiments.bench.run import BenchSettings, run_bench
-from avdgp.experiments.paper.request import DERIVED, PaperRequest, toy_runs
+from avdgp.experiments.bench.run import run_bench
+from avdgp.experiments.paper.request import PaperRequest, toy_runs
 from avdgp.experiments.paper.tables import render
 from avdgp.experiments.paper.toy_grid import run_toy
 
 __all__ = ["run_paper"]
 
 
-def _bench(request: PaperRequest, folder: str, epochs: int, training: dict, stream) -> None:
+def _bench(request: PaperRequest, stream) -> None:
     for dataset in request.uci_datasets():
-        settings = BenchSettings(
-            datasets=(dataset,),
-            models=request.trained_models(dataset),
-            seeds=request.run_seeds,
-            epochs=epochs,
-            data_root=request.data_root,
-            preset=request.preset,
-            training={"steps_per_execution": 10, **training},
-            drop_features=DERIVED,
-        )
-        run_bench(settings, request.out / folder, stream=stream)
+        run_bench(request.bench_settings(dataset), request.out / request.uci_folder, stream=stream)
 
 
 def run_paper(request: PaperRequest, *, stream: Optional[TextIO] = sys.stderr) -> Path:
@@ -40,11 +30,8 @@ def run_paper(request: PaperRequest, *, stream: Optional[TextIO] = sys.stderr) -
     out = Path(request.out)
     out.mkdir(parents=True, exist_ok=True)
     if not request.render_only:
-        if request.table in ("table1", "table3", "table5"):
-            _bench(request, "uci", request.protocol.epochs, {}, stream)
-        elif request.table == "table4":
-            timing = {"restore_best": False}  # every epoch trains; no validation scoring
-            _bench(request, "timing", request.protocol.timing_epochs, timing, stream)
+        if request.table in ("table1", "table3", "table4", "table5"):
+            _bench(request, stream)
         else:
             run_toy(toy_runs(request), request.toy_settings, out / "toy", stream=stream)
     return render(request)

@@ -90,11 +90,11 @@ def header(request: PaperRequest, seeds) -> list[str]:
     for option, value in (
         ("--preset", None if request.preset == "default" else request.preset),
         ("--seeds", request.seeds),
-        ("--datasets", request.datasets),
         ("--sizes", request.sizes),
+        ("--epochs", request.epochs if request.capped else None),
     ):
         if value:
-            shown = value if isinstance(value, str) else ",".join(map(str, value))
+            shown = value if isinstance(value, (str, int)) else ",".join(map(str, value))
             command += f" {option} {shown}"
     return [
         f"# {TITLES[request.table]}",
@@ -116,4 +116,6 @@ def output_stem(request: PaperRequest) -> str:
         stem += f"_{request.budget}"
     if request.preset != "default":
         stem += f"_{request.preset}"
+    if request.capped and request.table in ("table1", "table3", "table5"):
+        stem += f"_e{request.epochs}"
     return stem

@@ -17,6 +17,7 @@ import numpy as np
 from avdgp import metrics
 from avdgp.experiments import plots
 from avdgp.experiments.bench.results import METRICS, read_results
+from avdgp.experiments.bench.run import run_version
 from avdgp.experiments.paper.request import PAPER_DATASETS, TABLE_MODELS, PaperRequest
 from avdgp.experiments.paper.table_format import (
     CSV_COLUMNS,
@@ -32,17 +33,28 @@ from avdgp.experiments.paper.toy_tables import render_ablation, render_table2
 __all__ = ["render"]
 
 
-def _uci_values(request: PaperRequest, folder: str, epochs: int) -> dict:
-    """``(dataset, model) -> {key: {seed: value}}`` of the finished runs of the request."""
+def _uci_values(request: PaperRequest) -> dict:
+    """``(dataset, model) -> {key: {seed: value}}`` of the finished runs of the request: its
+    preset, epochs and seeds, and the version its settings give now (``run_version``), so rows
+    of drifted settings never fill a cell."""
     values: dict = defaultdict(lambda: defaultdict(dict))
     seeds = set(request.run_seeds)
-    for row in read_results(request.out / folder / "results.csv"):
+    settings = {dataset: request.bench_settings(dataset) for dataset in request.table_datasets()}
+    versions: dict = {}
+    for row in read_results(request.out / request.uci_folder / "results.csv"):
+        bench = settings.get(row["dataset"])
         if (
-            row["status"] != "ok"
+            bench is None
+            or row["status"] != "ok"
             or row["preset"] != request.preset
-            or int(row["epochs"]) != epochs
+            or int(row["epochs"]) != bench.epochs
             or int(row["seed"]) not in seeds
         ):
+            continue
+        key = (row["dataset"], row["model"])
+        if key not in versions:
+            versions[key] = run_version(bench, row["model"])
+        if row["version"] != versions[key]:
             continue
         for key in METRICS + ("train_seconds_per_epoch", "predict_seconds", "n_train", "dim"):
             values[row["dataset"], row["model"]][key][int(row["seed"])] = row[key]
@@ -51,7 +63,7 @@ def _uci_values(request: PaperRequest, folder: str, epochs: int) -> dict:
 
 def _missing(request: PaperRequest, values: dict) -> list[str]:
     missing = []
-    for dataset in request.uci_datasets():
+    for dataset in request.table_datasets():
         for model in request.uci_models(dataset):
             done = set(values.get((dataset, model), {}).get("nll", {}))
             lacking = [s for s in request.run_seeds if s not in done]
@@ -209,10 +221,9 @@ def _timing_table(request, values, models, datasets, csv_rows) -> list[str]:
 
 def _render_uci(request: PaperRequest, csv_rows: list) -> list[str]:
     timing = request.table == "table4"
-    folder = "timing" if timing else "uci"
-    epochs = request.protocol.timing_epochs if timing else request.protocol.epochs
-    values = _uci_values(request, folder, epochs)
-    datasets = list(request.uci_datasets())
+    folder = request.uci_folder
+    values = _uci_values(request)
+    datasets = list(request.table_datasets())
     models = list(TABLE_MODELS[request.table])
     lines = header(request, request.run_seeds)
     missing = _missing(request, values)

@@ -4,6 +4,7 @@ paper's (from the CSV files alone), and (slow) every table end to end on a tiny 
 from __future__ import annotations
 
 import csv
+import functools
 import gzip
 import re
 from dataclasses import replace
@@ -14,6 +15,8 @@ import pytest
 from helpers import REPO_ROOT, run_cli
 
 from avdgp.experiments.bench.results import append_row
+from avdgp.experiments.bench import run as bench_run
+from avdgp.experiments.bench.run import run_version
 from avdgp.experiments.demo.run import DemoSettings
 from avdgp.experiments.paper import request as paper
 from avdgp.experiments.paper import table_format, toy_grid
@@ -88,7 +91,8 @@ def test_requests_pick_the_tables_data_sets_models_and_seeds(tmp_path):
     table5 = paper.PaperRequest("table5", tmp_path)
     assert table5.uci_datasets() == tuple(paper.PAPER_DATASETS)
     assert "avdgp-ar1" in table5.uci_models("wine")  # a small set: AR1 and AR2 as in the paper
-    assert "avdgp-ar1" not in table5.uci_models("protein")
+    assert "avdgp-ar1" in table5.uci_models("protein")  # the paper's Table 5 has it there
+    assert "avdgp-ar1" not in table5.uci_models("keggdirected")
     assert paper.PaperRequest("table1", tmp_path).uci_datasets() == paper.SMALL_DATASETS
     assert paper.PaperRequest("table1", tmp_path, seeds=[4]).run_seeds == (4,)
     assert paper.PaperRequest("table2", tmp_path, budget="full").toy_settings.num_rows == 80000
@@ -107,7 +111,8 @@ def test_requests_pick_the_tables_data_sets_models_and_seeds(tmp_path):
         paper.PaperRequest("table2", tmp_path, sizes=[48])
     baselines = paper.PaperRequest("table5", tmp_path, models=["idsgp", "avdgp-ar1"])
     assert baselines.trained_models("wine") == ("idsgp", "avdgp-ar1")
-    assert baselines.trained_models("protein") == ("idsgp",)  # AR1 runs on the small sets only
+    assert baselines.trained_models("bike") == ("idsgp", "avdgp-ar1")
+    assert baselines.trained_models("keggdirected") == ("idsgp",)  # no AR1 on the large sets
     assert baselines.uci_models("wine") == paper.TABLE_MODELS["table5"]  # the table shows all
     assert table5.trained_models("wine") == table5.uci_models("wine")
     for table, models in (("table1", ["dspp"]), ("table2", ["svgp"]), ("table3", [])):
@@ -131,8 +136,12 @@ def test_toy_cells_split_the_inducing_points_like_the_paper():
 
 
 # ------------------------------------------------------------------------- rendering
-def _uci_row(dataset, model, seed, nll, epochs=100, preset="default", seconds=1.0):
+def _uci_row(
+    dataset, model, seed, nll, epochs=100, preset="default", seconds=1.0, table="table3"
+):
+    settings = paper.PaperRequest(table, Path("unused"), preset=preset).bench_settings(dataset)
     return {
+        "version": run_version(settings, model),
         "dataset": dataset,
         "model": model,
         "seed": seed,
@@ -204,7 +213,8 @@ def test_table4_compares_ratios_to_dsdgp(tmp_path):
     results = tmp_path / "timing" / "results.csv"
     results.parent.mkdir()
     for model, seconds in (("dsdgp", 4.0), ("dspp", 8.0), ("avdgp-ar2p", 1.0)):
-        append_row(results, _uci_row("elevators", model, 0, 0.5, epochs=3, seconds=seconds))
+        row = _uci_row("elevators", model, 0, 0.5, epochs=3, seconds=seconds, table="table4")
+        append_row(results, row)
     request = paper.PaperRequest(
         "table4", tmp_path, datasets=["elevators"], seeds=[0], render_only=True
     )
@@ -295,7 +305,7 @@ def test_a_uci_table_runs_resumes_and_renders_without_training(tmp_path, rng, ti
     assert status == 0, err
     rows = list(csv.DictReader((tmp_path / "out" / "uci" / "results.csv").open()))
     assert [(r["model"], r["status"], r["epochs"]) for r in rows] == [("avdgp-ar2p", "ok", "2")]
-    assert "Still missing: tinyset avdgp-ar1 (seeds 0); tinyset avdgp-ar2 (seeds 0)." in out
+    assert "; tinyset avdgp-ar1 (seeds 0); tinyset avdgp-ar2 (seeds 0)." in out
     assert "| | paper | 2.23 (0.49) | 2.03 (0.51) | 1.75 (0.43) |" in out
     table = (tmp_path / "out" / "table1_tiny.md").read_text()
     status, _, err = run_cli(capsys, args + ["--models", "avdgp-ar2p"])  # a rerun trains nothing
@@ -340,8 +350,71 @@ def test_every_table_runs_end_to_end_on_a_tiny_budget(table, tmp_path, rng, tiny
     ]
     status, out, err = run_cli(capsys, args)
     assert status == 0, err
-    assert "All runs finished." in out
+    missing = out.split("Still missing", 1)[-1].split("\n", 1)[0]
+    assert "tinyset" not in missing  # the table's own sets are missing, not the slice's
     stem = table.replace("-", "_") + "_tiny"
     assert (tmp_path / "out" / f"{stem}.csv").stat().st_size > 0
     status, _, err = run_cli(capsys, args)
     assert status == 0 and "done, skipped" in err and "epoch 1/" not in err
+
+
+# ------------------------------------------------------------------------- cells and slices
+def test_rows_of_drifted_settings_or_another_cap_never_share_a_cell(tmp_path, monkeypatch):
+    """A cell takes rows of the request's epochs and of the version its settings give now: a
+    legacy row, a capped row and a row whose preset has since changed stay out."""
+    results = tmp_path / "uci" / "results.csv"
+    results.parent.mkdir()
+    row = functools.partial(_uci_row, "wine", "avdgp-ar2p", preset="paper", table="table5")
+    append_row(results, row(0, 1.0))
+    append_row(results, {**row(1, -5.0), "version": ""})  # written before the column existed
+    append_row(results, row(2, -7.0, epochs=30))
+    request = paper.PaperRequest(
+        "table5", tmp_path, budget="full", preset="paper", seeds=[0, 1, 2], render_only=True
+    )
+    cells = "| wine | ours | – | – | – | – | – | – | {} | – |"
+    full = run_paper(request, stream=None)
+    assert full.name == "table5_full_paper.md"
+    assert cells.format("**1.000 (1 run)**") in full.read_text()
+    capped = run_paper(replace(request, epochs=30), stream=None)
+    assert capped.name == "table5_full_paper_e30.md"
+    assert cells.format("**-7.000 (1 run)**") in capped.read_text()
+    assert "--epochs 30 --render-only" in capped.read_text()
+    assert cells.format("**1.000 (1 run)**") in full.read_text()  # not overwritten
+    monkeypatch.setattr(bench_run, "layer_options", lambda preset: {"inducing_init": "global"})
+    drifted = run_paper(request, stream=None).read_text()
+    assert cells.format("–") in drifted and "wine avdgp-ar2p (seeds 0, 1, 2)" in drifted
+    with pytest.raises(ValueError, match="epochs: expected a cap from 1 to the full budget's 100"):
+        paper.PaperRequest("table5", tmp_path, budget="full", epochs=101)
+
+
+def test_a_slice_renders_every_row_of_the_table(tmp_path):
+    """``--datasets wine`` trains wine only, but the table it writes keeps elevators' rows."""
+    results = tmp_path / "uci" / "results.csv"
+    results.parent.mkdir()
+    append_row(results, _uci_row("elevators", "dsdgp", 0, 0.25, table="table5"))
+    request = paper.PaperRequest("table5", tmp_path, datasets=["wine"], seeds=[0])
+    assert request.uci_datasets() == ("wine",)
+    text = run_paper(replace(request, render_only=True), stream=None).read_text()
+    assert "| elevators | ours | – | **0.250 (1 run)** |" in text
+    assert "--datasets" not in text  # the command shown rewrites the whole table
+
+
+def test_a_failed_run_is_retried_and_an_ok_one_is_not(tmp_path, rng, monkeypatch):
+    root = tmp_path / "data"
+    _write_uci(root / "tinyset", rng)
+    settings = bench_run.BenchSettings(
+        datasets=("tinyset",), models=("avdgp-ar2p",), seeds=(0,), epochs=2, data_root=root
+    )
+    outcomes = iter(["failed: diverged", "ok"])
+
+    def fake_run(settings, label, seed, dataset, *rest):
+        row = _uci_row(dataset, label, seed, 1.0, epochs=2)
+        return {**row, "status": next(outcomes), "version": "v"}
+
+    monkeypatch.setattr(bench_run, "_run_one", fake_run)
+    monkeypatch.setattr(bench_run, "run_version", lambda settings, label: "v")
+    monkeypatch.setattr(bench_run, "summarise", lambda *args, **kwargs: None)
+    for _ in range(3):  # failed, retried ok, then skipped
+        bench_run.run_bench(settings, tmp_path / "out", stream=None)
+    rows = list(csv.DictReader((tmp_path / "out" / "results.csv").open()))
+    assert [r["status"] for r in rows] == ["failed: diverged", "ok"]
