@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from helpers import REPO_ROOT, run_cli
 
-from avdgp.experiments.bench.results import append_row
 from avdgp.experiments.bench import run as bench_run
+from avdgp.experiments.bench.results import append_row
 from avdgp.experiments.bench.run import run_version
 from avdgp.experiments.demo.run import DemoSettings
 from avdgp.experiments.paper import request as paper
@@ -136,9 +136,7 @@ def test_toy_cells_split_the_inducing_points_like_the_paper():
 
 
 # ------------------------------------------------------------------------- rendering
-def _uci_row(
-    dataset, model, seed, nll, epochs=100, preset="default", seconds=1.0, table="table3"
-):
+def _uci_row(dataset, model, seed, nll, epochs=100, preset="default", seconds=1.0, table="table3"):
     settings = paper.PaperRequest(table, Path("unused"), preset=preset).bench_settings(dataset)
     return {
         "version": run_version(settings, model),
