@@ -27,6 +27,7 @@ from ..data.shards import ShardStatistics
 from ..errors import UsageError, write_failure_reason
 from .config import TrainConfig
 from .distribute import is_chief
+from .ownership import check_no_links, claim_run_dir, open_own_file
 from .progress import EpochProgress
 from .record import DataColumns, RunRecord
 
@@ -67,15 +68,18 @@ class RunDirInUse(UsageError):
 
 @contextlib.contextmanager
 def holding_run_dir(directory: Path) -> Iterator[None]:
-    """Hold ``directory``'s lock (``.lock``, an exclusive ``flock``) for the block.
+    """Claim ``directory`` as a run folder (:func:`~avdgp.training.ownership.claim_run_dir`:
+    a user's folder is refused before anything is written) and hold its lock (``.lock``, an
+    exclusive ``flock``, opened without following a link) for the block.
 
     The operating system releases the lock when the process ends, crash included, so a stale
     ``.lock`` file never blocks a later run.
 
     :raises RunDirInUse: if another process holds it.
+    :raises UsageError: if the folder is not ours or holds a link.
     """
-    directory.mkdir(parents=True, exist_ok=True)
-    with open(directory / LOCK_FILE, "a+") as lock:
+    claim_run_dir(directory)
+    with open_own_file(directory / LOCK_FILE, "a+") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -171,6 +175,8 @@ def prepare_run_dir(
         )
     settings_file = directory / SETTINGS_FILE
     backup_dir = directory / BACKUP_DIR
+    if directory.exists():
+        check_no_links(directory)
     if settings_file.exists():
         try:
             saved = json.loads(settings_file.read_text())
@@ -259,6 +265,7 @@ def _save_files(
     data_columns: Optional[DataColumns],
 ) -> None:
     directory.mkdir(parents=True, exist_ok=True)
+    check_no_links(directory)  # again: a link planted while the run trained
     built.model.save_weights(str(directory / "weights"))
     partial_model = directory / f".model.partial-{os.getpid()}.keras"
     try:  # renamed once complete: a kill or a full disk never leaves half a model.keras
@@ -279,8 +286,9 @@ def _save_files(
 def _write_atomically(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` so that a reader sees all of it or the previous file."""
     partial = path.with_name(f".{path.name}.{os.getpid()}")
-    partial.write_text(text)
-    partial.replace(path)
+    with open_own_file(partial, "w") as handle:
+        handle.write(text)
+    partial.replace(path)  # replaces a link at ``path`` itself, never its target
 
 
 def remove_training_state(directory: Path) -> None:

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from helpers import assert_one_line_cli_error, run_cli
 
+from avdgp.training import rundir
 from avdgp.training.rundir import (
     LOCK_FILE,
     RunDirInUse,
@@ -97,15 +98,15 @@ def test_run_json_is_replaced_whole(tmp_path, monkeypatch):
     path = tmp_path / "run.json"
     path.write_text('{"old": true}')
     writes = []
-    original = type(path).write_text
+    original = rundir.open_own_file
 
-    def slow_write(self, text, *args, **kwargs):
-        writes.append(self.name)
+    def slow_open(partial, mode):
+        writes.append(partial.name)
         assert json.loads(path.read_text()) == {"old": True}  # readers still see the old file
         time.sleep(0.01)
-        return original(self, text, *args, **kwargs)
+        return original(partial, mode)
 
-    monkeypatch.setattr(type(path), "write_text", slow_write)
+    monkeypatch.setattr(rundir, "open_own_file", slow_open)
     _write_atomically(path, '{"new": true}')
     assert writes == [f".run.json.{os.getpid()}"]
     assert json.loads(path.read_text()) == {"new": True}
