@@ -9,7 +9,7 @@ import os
 import stat
 import sys
 from pathlib import Path
-from typing import IO, Iterator, Optional
+from typing import IO, Iterator, Optional, Sequence
 
 from ..errors import CommandLineError, write_failure_reason
 
@@ -107,16 +107,22 @@ def writes_through(path: Path) -> bool:
     return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
 
 
-def check_output_file(command: str, option: str, value: Optional[str]) -> None:
+def check_output_file(
+    command: str, option: str, value: Optional[str], inputs: Sequence[tuple[str, str]] = ()
+) -> None:
     """An output file that is absent, a regular file (replaced atomically) or a stream
     (:func:`writes_through`); anything else (a folder, a link to a file or folder, a socket, a
-    block device) is refused in one line, before any work."""
+    block device) is refused in one line, before any work. So is an output that is one of the
+    command's ``inputs`` (``(name, path)`` pairs, e.g. ``("DATA", "rows.csv")``: the same
+    file, through any link or hard link) or lies inside an input folder."""
     if value is None:
         return
     path = Path(value)
     where = f"avdgp {command}: {option} {value}"
     if writes_through(path):
         return
+    for name, source in inputs:
+        _check_not_input(where, path, name, Path(source))
     if path.is_symlink():
         raise CommandLineError(
             f"{where}: is a symbolic link (to {os.readlink(path)}); name the file itself"
@@ -128,6 +134,24 @@ def check_output_file(command: str, option: str, value: Optional[str]) -> None:
     existing = next((p for p in path.absolute().parents if p.exists()), Path("."))
     if not existing.is_dir() or not os.access(existing, os.W_OK):
         raise CommandLineError(f"{where}: {existing} is not writable")
+
+
+def _check_not_input(where: str, path: Path, name: str, source: Path) -> None:
+    """Refuse an output that would replace input ``source`` or write inside it."""
+    if not source.exists():
+        return
+    if source.is_dir():
+        inside = path.absolute().resolve().is_relative_to(source.resolve())
+        if inside:
+            raise CommandLineError(
+                f"{where}: is inside the input {name} folder {source}; write the output "
+                "elsewhere"
+            )
+    elif path.exists() and os.path.samefile(path, source):
+        raise CommandLineError(
+            f"{where}: is the input {name} ({source}), which it would replace; name another "
+            "file for the output"
+        )
 
 
 def write_failure(command: str, what: str, error: BaseException) -> CommandLineError:

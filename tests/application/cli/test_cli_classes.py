@@ -96,6 +96,25 @@ def test_class_rows_name_each_probability_after_its_class():
         _class_rows(np.array([[0.1, 0.3, 0.6]]), ["a", "b"])
 
 
+def test_labels_a_spreadsheet_would_run_are_written_as_text():
+    """Issue 71, row 9: a label that starts a formula gets a leading quote in the label
+    column; numbers and the ``p_`` header names are left as they are."""
+    labels = ['=HYPERLINK("http://x")', "@SUM(1+1)", "+1+1", "-x", "\tcmd", "ok", "-1"]
+    probabilities = np.eye(len(labels))
+    rows = _class_rows(probabilities, labels)
+    assert rows[0] == ["label"] + [f"p_{label}" for label in labels]
+    assert [row[0] for row in rows[1:]] == [
+        '\'=HYPERLINK("http://x")',
+        "'@SUM(1+1)",
+        "'+1+1",
+        "'-x",
+        "'\tcmd",
+        "ok",
+        "-1",
+    ]
+    assert _class_rows(np.array([[0.2]]), [-1.0, 1.0])[1][0] == "-1"
+
+
 def test_text_labels_need_the_classification_task(capsys):
     status, out, err = run_cli(capsys, ["fit", IRIS, "--quiet"])
     assert_one_line_cli_error(

@@ -284,3 +284,27 @@ def test_weights_stored_in_a_local_file_are_never_read(model_dir, tmp_path, caps
     captured = capsys.readouterr()
     assert_one_line_cli_error(status, captured.out, captured.err, "has external storage", stages=1)
     assert not (tmp_path / "export").exists()
+
+
+def test_predict_never_replaces_its_input_or_writes_into_the_model_folder(
+    model_dir, tmp_path, capsys
+):
+    """Issue 71, row 8: ``--out`` naming DATA (itself, through a symbolic or a hard link) or a
+    file inside MODEL_DIR is refused before any work; every input is left as it was."""
+    data = tmp_path / "rows.csv"
+    data.write_bytes((model_dir / "data.csv").read_bytes())
+    (tmp_path / "link.csv").symlink_to(data)
+    os.link(data, tmp_path / "hard.csv")
+    before = {path: path.read_bytes() for path in (data, model_dir / "run.json")}
+    for out, expected in (
+        (data, f"--out {data}: is the input DATA ({data}), which it would replace"),
+        (tmp_path / "link.csv", "is the input DATA"),
+        (tmp_path / "hard.csv", "is the input DATA"),
+        (model_dir / "run.json", f"is inside the input MODEL_DIR folder {model_dir}"),
+        (model_dir / "new.csv", "is inside the input MODEL_DIR folder"),
+    ):
+        status = main(["predict", str(model_dir), str(data), "--out", str(out)])
+        captured = capsys.readouterr()
+        assert_one_line_cli_error(status, captured.out, captured.err, expected)
+    assert {path: path.read_bytes() for path in before} == before
+    assert not (model_dir / "new.csv").exists()
