@@ -12,6 +12,7 @@ is a header, for whole files (:mod:`~avdgp.data.tables`) and for shards
 
 from __future__ import annotations
 
+import collections
 import csv
 import gzip
 import io
@@ -44,6 +45,9 @@ DELIMITERS = (",", ";", "\t")
 DELIMITER_NAMES = {",": "comma", ";": "semicolon", "\t": "tab"}
 #: Distinct values listed in an error message before "...".
 MAX_LISTED = 10
+#: The longest line read (characters, newline included): a longer one is refused while it is
+#: read, after at most this much memory (100,000 columns of 20-character numbers fit in 2 M).
+MAX_LINE_CHARS = 10_000_000
 
 
 class DataError(UsageError, ValueError):
@@ -74,11 +78,43 @@ def is_number(cell: str) -> bool:
     return True
 
 
-def open_text(path: Path) -> io.TextIOBase:
-    """Open a (possibly gzip-compressed) text file for reading, dropping a UTF-8 BOM."""
+def open_text(path: Path) -> "BoundedLines":
+    """Open a (possibly gzip-compressed) text file for reading, dropping a UTF-8 BOM; its lines
+    are at most :data:`MAX_LINE_CHARS` long (:class:`BoundedLines`)."""
     if path.name.lower().endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8-sig", newline="")
-    return open(path, encoding="utf-8-sig", newline="")
+        return BoundedLines(gzip.open(path, "rt", encoding="utf-8-sig", newline=""), path)
+    return BoundedLines(open(path, encoding="utf-8-sig", newline=""), path)
+
+
+class BoundedLines:
+    """The lines of a text file, read with ``readline`` or by iteration, each refused in one
+    line once it is longer than :data:`MAX_LINE_CHARS` (so a file that is one 1 GiB line costs
+    seconds and about 40 MB, not the whole line in memory).
+
+    :raises DataError: naming the file, the line and the limit.
+    """
+
+    def __init__(self, handle: io.TextIOBase, path: Path) -> None:
+        self._handle, self._path, self._line = handle, path, 0
+
+    def readline(self) -> str:
+        line = self._handle.readline(MAX_LINE_CHARS + 1)
+        if len(line) > MAX_LINE_CHARS:
+            raise DataError(
+                f"{self._path}: line {self._line + 1} is longer than {MAX_LINE_CHARS:,} "
+                "characters; is it a CSV file of rows? (split the rows onto lines)"
+            )
+        self._line += bool(line)
+        return line
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.readline, "")
+
+    def __enter__(self) -> "BoundedLines":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._handle.close()
 
 
 def sniff_delimiter(line: str) -> str:
@@ -196,7 +232,8 @@ def sniff_layout(
         if index != text_index
     )
     header = tuple(cell.strip() for cell in cells) if has_header else None
-    repeated = sorted({name for name in header or () if name and header.count(name) > 1})
+    counts = collections.Counter(header or ())  # linear in the columns
+    repeated = sorted(name for name, count in counts.items() if name and count > 1)
     if repeated and unique_names:  # predict and export read the columns by name
         raise DataError(
             f"{label}: the header (line {line_no}) names column {repeated[0]!r} more than "

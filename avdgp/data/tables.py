@@ -217,6 +217,8 @@ def _load_npz(path: Path, label: str, target: object, class_labels: bool) -> Dat
         raise DataError(
             f"{label}: 'X' has {x.shape[0]} rows but 'y' has {y.shape[0]} (lengths must match)"
         )
+    if x.shape[0] == 0:
+        raise DataError(f"{label}: arrays 'X' and 'y' have no rows; expected 'X' [N, D], N > 0")
     if x.shape[1] < 1:
         raise DataError(f"{label}: array 'X' has no input columns (shape {x.shape})")
     for key, values in (("X", x), ("y", y[:, None])):

@@ -139,3 +139,75 @@ def test_a_read_error_while_training_is_traced_to_the_shard(tmp_path, rng):
     path.write_text("a,b,y\n" + "\n".join(["1,2,3"] * 10) + "\n")  # fixed: not a data error
     os.utime(path, ns=(state.st_atime_ns, state.st_mtime_ns))
     assert _shard_failure(error, ShardWatch(statistics, None), "in epoch 4") is None
+
+
+# ----------------------------------------------------------------- sizes (issue 71, rows 6-7, 10)
+def _peak_bytes(call) -> tuple[int, float, BaseException]:
+    """Peak Python memory, seconds and the error of ``call()`` (which must raise)."""
+    import time
+    import tracemalloc
+
+    tracemalloc.start()
+    start = time.perf_counter()
+    try:
+        call()
+    except BaseException as error:  # noqa: BLE001 - returned to the test
+        caught = error
+    else:
+        raise AssertionError("expected a refusal")
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return peak, time.perf_counter() - start, caught
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_a_line_over_the_limit_is_refused_while_it_is_read(tmp_path, compressed):
+    """A 64 MB file that is one line is refused after reading at most the limit: in seconds
+    and about 4 times the limit's bytes (the 1 GiB case took 0.6 s and 58 MB of resident
+    memory for ``avdgp fit``, measured)."""
+    from avdgp.data import csv_format
+    from avdgp.data.csv_chunks import feature_chunks
+
+    text = "1.5," * (16 * 1024 * 1024) + "2\n"  # 64 MiB of one line
+    path = tmp_path / ("one.csv.gz" if compressed else "one.csv")
+    if compressed:
+        _gzip(path, text)
+    else:
+        path.write_text(text)
+    del text
+    limit = csv_format.MAX_LINE_CHARS
+    expected = f"{path}: line 1 is longer than {limit:,} characters"
+    peak, seconds, error = _peak_bytes(lambda: load_dataset(path))
+    assert isinstance(error, DataError) and expected in str(error)
+    assert peak < 5 * limit and seconds < 10
+    layout = csv_format.CsvLayout(",", None, 3, 1)
+    peak, seconds, error = _peak_bytes(lambda: list(feature_chunks(path, layout, None, 100)))
+    assert isinstance(error, DataError) and expected in str(error)  # predict's reader
+    assert peak < 5 * limit and seconds < 10
+
+
+def test_a_header_of_100001_columns_is_checked_in_linear_time(tmp_path):
+    from avdgp.data.csv_format import sniff_layout
+
+    names = [f"c{i}" for i in range(100_001)]
+    path = tmp_path / "wide.csv"
+    path.write_text(",".join(names) + "\n" + ",".join(["1"] * len(names)) + "\n")
+    import time
+
+    start = time.perf_counter()
+    assert sniff_layout(path, "wide.csv").num_columns == 100_001
+    path.write_text(",".join(names + ["c7"]) + "\n")
+    with pytest.raises(DataError, match="names column 'c7' more than once"):
+        sniff_layout(path, "wide.csv")
+    assert time.perf_counter() - start < 5  # was minutes: quadratic in the columns
+
+
+def test_an_empty_npz_is_refused_naming_the_file(tmp_path):
+    path = tmp_path / "empty.npz"
+    np.savez(path, X=np.zeros((0, 3)), y=np.zeros(0))
+    with pytest.raises(DataError) as caught:
+        load_dataset(path)
+    assert str(caught.value) == (
+        f"{path}: arrays 'X' and 'y' have no rows; expected 'X' [N, D], N > 0"
+    )
