@@ -8,6 +8,8 @@ by position: ``D`` feature columns, or ``D + 1`` with the target (``--target``, 
 
 from __future__ import annotations
 
+import collections
+
 import os
 import sys
 from pathlib import Path
@@ -100,7 +102,7 @@ def _named_columns(data: str, saved: SavedRun, target: Optional[str]) -> Optiona
     problems = {
         "missing": [name for name in names if name not in header],
         "unknown": [column for column in header if column not in names and column != target],
-        "repeated": sorted({column for column in header if header.count(column) > 1}),
+        "repeated": sorted(c for c, n in collections.Counter(header).items() if n > 1),
     }
     if any(problems.values()):
         said = "; ".join(
@@ -221,21 +223,47 @@ def _streamed_features(data: str, num_features: int, target) -> Optional[Iterato
 
 
 def _prediction_chunks(
-    saved: SavedRun, model, inputs: Iterator[np.ndarray], batch_size: int
+    saved: SavedRun, model, inputs: Iterator[np.ndarray], batch_size: int, data: str
 ) -> Iterator[list[list[str]]]:
     """The CSV rows of ``predict`` for blocks of raw features ``[n, D]``: the header, then the
-    rows of each :data:`CHUNK_ROWS` inputs as soon as they are predicted."""
+    rows of each :data:`CHUNK_ROWS` inputs as soon as they are predicted.
+
+    :raises CommandLineError: if DATA holds no row (a header alone), or an input so far from
+        the training data that the prediction cannot be computed (:data:`MAX_STANDARDISED`).
+    """
     first = True
     for block in inputs:
         step = max(CHUNK_ROWS, batch_size)
         for start in range(0, len(block), step):
-            rows = _prediction_rows(saved, model, block[start : start + step], batch_size)
+            rows = _prediction_rows(saved, model, block[start : start + step], batch_size, data)
             yield rows if first else rows[1:]
             first = False
+    if first:
+        raise CommandLineError(
+            f"avdgp predict: DATA {data}: no data rows to predict (a header alone?)"
+        )
+
+
+#: The largest standardised input predicted, ``|x - mean| / std``: squared distances of 1e160
+#: overflow float64 in the kernels (measured: 1e150 predicts, 1e160 ends in NaN); a margin.
+MAX_STANDARDISED = 1e100
+
+
+def _check_reachable(inputs: np.ndarray, data: str) -> None:
+    """Refuse standardised ``inputs`` ``[n, D]`` beyond :data:`MAX_STANDARDISED`."""
+    far = np.abs(inputs) > MAX_STANDARDISED
+    if far.any():
+        row, column = (int(i) for i in np.argwhere(far)[0])
+        raise CommandLineError(
+            f"avdgp predict: DATA {data}: an input in column {column + 1} lies "
+            f"{abs(inputs[row, column]):.3g} training standard deviations from the training "
+            f"mean, beyond the {MAX_STANDARDISED:.0e} a prediction can be computed at; check "
+            "that column's units"
+        )
 
 
 def _prediction_rows(
-    saved: SavedRun, model, inputs: np.ndarray, batch_size: int
+    saved: SavedRun, model, inputs: np.ndarray, batch_size: int, data: str
 ) -> list[list[str]]:
     """The CSV rows (header first) of ``predict`` for raw features ``inputs`` ``[N, D]``."""
     from gpflux_avdgp.prediction import predict_mixture
@@ -244,8 +272,10 @@ def _prediction_rows(
     from ..training import float_type
 
     scaler = saved.standardizer
+    standardised = scaler.transform_x(inputs)
+    _check_reachable(np.asarray(standardised), data)
     with float_type(saved.dtype):
-        prediction = predict_mixture(model, scaler.transform_x(inputs), batch_size=batch_size)
+        prediction = predict_mixture(model, standardised, batch_size=batch_size)
     if saved.task == "classification":
         return _class_rows(prediction.class_probabilities(), saved.data.get("classes"))
     if prediction.y_means.shape[-1] != 1:
@@ -363,7 +393,7 @@ def predict_command(args) -> int:
         if columns is None
         else _named_chunks(args.data, saved, columns, target_name)
     )
-    chunks = _prediction_chunks(saved, model, inputs, args.batch_size)
+    chunks = _prediction_chunks(saved, model, inputs, args.batch_size, args.data)
     if args.out is None:
         try:
             for rows in chunks:

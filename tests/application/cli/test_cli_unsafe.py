@@ -214,7 +214,7 @@ def test_predict_streams_a_csv_and_drops_the_named_target(model_dir, tmp_path, m
     monkeypatch.setattr(
         predict,
         "_prediction_rows",
-        lambda s, m, block, b: read.append(len(block)) or original(s, m, block, b),
+        lambda s, m, block, b, d: read.append(len(block)) or original(s, m, block, b, d),
     )
     outs = [tmp_path / "plain.csv", tmp_path / "named.csv"]
     assert (
@@ -308,3 +308,35 @@ def test_predict_never_replaces_its_input_or_writes_into_the_model_folder(
         assert_one_line_cli_error(status, captured.out, captured.err, expected)
     assert {path: path.read_bytes() for path in before} == before
     assert not (model_dir / "new.csv").exists()
+
+
+def test_predict_refuses_a_header_alone_and_an_unreachable_input_in_one_line(
+    model_dir, tmp_path, capsys
+):
+    """Issue 71, row 10: a header without rows (read by the header's names) and an input of
+    1e308 were internal errors; 1e100 training stds from the mean still predicts (1e150 did,
+    1e160 overflowed)."""
+    named = copy_run(model_dir, tmp_path / "named", data={"feature_names": ["a", "b"]})
+    (named / "model.keras").write_bytes((model_dir / "model.keras").read_bytes())
+    model_dir = named
+    cases = {
+        "header.csv": ("a,b\n", "header.csv: no data rows to predict (a header alone?)"),
+        "far.csv": (
+            "1e308,0.5\n",
+            "far.csv: an input in column 1 lies 1e+308 training standard deviations from the "
+            "training mean, beyond the 1e+100 a prediction can be computed at; check that "
+            "column's units",
+        ),
+    }
+    for name, (text, expected) in cases.items():
+        (tmp_path / name).write_text(text)
+        out = tmp_path / f"{name}.out"
+        status = main(["predict", str(model_dir), str(tmp_path / name), "--out", str(out)])
+        captured = capsys.readouterr()
+        assert_one_line_cli_error(status, captured.out, captured.err, expected, stages=1)
+        assert not out.exists()
+        assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no partial
+    (tmp_path / "reachable.csv").write_text("1e100,0.5\n")
+    assert main(["predict", str(model_dir), str(tmp_path / "reachable.csv")]) == 0
+    mean = capsys.readouterr().out.splitlines()[1].split(",")[0]
+    assert np.isfinite(float(mean))
