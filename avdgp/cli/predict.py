@@ -9,7 +9,6 @@ by position: ``D`` feature columns, or ``D + 1`` with the target (``--target``, 
 from __future__ import annotations
 
 import collections
-
 import os
 import sys
 from pathlib import Path
