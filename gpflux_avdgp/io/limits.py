@@ -12,6 +12,7 @@ from __future__ import annotations
 
 __all__ = [
     "MAX_ARCHIVE_MEMBERS",
+    "MAX_ASSETS_BYTES",
     "MAX_COMPRESSION_RATIO",
     "MAX_CONFIG_BYTES",
     "MAX_CONFIG_DEPTH",
@@ -31,7 +32,11 @@ MAX_GRAPH_BYTES = 256 * 2**20
 MAX_WEIGHTS_BYTES = 4 * 2**30
 #: Members of a ``.keras`` archive (its assets included).
 MAX_ARCHIVE_MEMBERS = 10_000
-#: Unpacked over packed size of an archive member above 1 MiB (weights compress about 1.1x).
+#: ``assets/`` members of a ``.keras`` archive together: ``tf_keras`` unpacks a whole archive
+#: that has any into the temporary folder (the package's models write none).
+MAX_ASSETS_BYTES = 64 * 2**20
+#: Unpacked over packed size of an archive member above 1 MiB, and of the whole archive above
+#: 1 MiB (weights compress about 1.1x).
 MAX_COMPRESSION_RATIO = 100
 #: Groups and datasets in a weights file (a layer holds a few).
 MAX_WEIGHT_OBJECTS = 100_000

@@ -22,6 +22,7 @@ Damaged files (truncated, corrupt, missing members) raise the parent
 
 from __future__ import annotations
 
+import collections
 import io
 import json
 import os
@@ -36,6 +37,7 @@ from .errors import one_line as _one_line
 from .graph_ops import check_graph_ops
 from .limits import (
     MAX_ARCHIVE_MEMBERS,
+    MAX_ASSETS_BYTES,
     MAX_COMPRESSION_RATIO,
     MAX_CONFIG_BYTES,
     MAX_CONFIG_DEPTH,
@@ -115,7 +117,7 @@ def _check_archive_layout(path: str, members: list[zipfile.ZipInfo]) -> None:
     names = [member.filename for member in members]
     for name in names:
         _check_archive_member(path, name)
-    repeated = sorted({name for name in names if names.count(name) > 1})
+    repeated = sorted(name for name, count in collections.Counter(names).items() if count > 1)
     if repeated:
         raise UnsafeModelError(f"{path}: refused: archive member {repeated[0]!r} appears twice")
     missing = [name for name in KERAS_ARCHIVE_MEMBERS if name not in names]
@@ -136,6 +138,25 @@ def _check_archive_layout(path: str, members: list[zipfile.ZipInfo]) -> None:
                 f"{path}: refused: {member.filename} unpacks {ratio:,.0f} times its packed "
                 f"size, over the cap of {MAX_COMPRESSION_RATIO} (model.save does not compress)"
             )
+    _check_archive_sums(path, members)
+
+
+def _check_archive_sums(path: str, members: list[zipfile.ZipInfo]) -> None:
+    """The members together: many small members each under the ratio floor (1,000 of 1 MiB
+    of zeros) would pass the per-member caps and unpack 1 GiB into the temporary folder."""
+    assets = sum(m.file_size for m in members if m.filename.startswith("assets/"))
+    if assets > MAX_ASSETS_BYTES:
+        raise UnsafeModelError(
+            f"{path}: refused: its assets unpack to {describe(assets)} together, over the cap "
+            f"of {describe(MAX_ASSETS_BYTES)}"
+        )
+    unpacked = sum(member.file_size for member in members)
+    ratio = unpacked / max(sum(member.compress_size for member in members), 1)
+    if unpacked > _RATIO_FLOOR and ratio > MAX_COMPRESSION_RATIO:
+        raise UnsafeModelError(
+            f"{path}: refused: its members unpack {ratio:,.0f} times their packed size "
+            f"together, over the cap of {MAX_COMPRESSION_RATIO} (model.save does not compress)"
+        )
 
 
 def _leaves_folder(name: str) -> bool:

@@ -17,8 +17,12 @@ with no ``custom_objects``: the layers and the loss are registered Keras seriali
 
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Any, Mapping, Optional, Union
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Optional, Union
 
 import tensorflow as tf
 from gpflow.keras import tf_keras
@@ -81,9 +85,10 @@ def load_model(
     is_saved_model = check_model_file(path, custom_objects=custom_objects)
     kind = "SavedModel" if is_saved_model else ".keras archive"
     try:
-        model = tf_keras.models.load_model(
-            path, custom_objects=custom_objects, compile=compile, safe_mode=True
-        )
+        with _removing_unpacked_archive(is_saved_model):
+            model = tf_keras.models.load_model(
+                path, custom_objects=custom_objects, compile=compile, safe_mode=True
+            )
         if is_saved_model and compile:
             _restore_saved_model_optimizer(model, path)
     except Exception as error:  # any failure inside the loaders means a bad file
@@ -94,3 +99,28 @@ def load_model(
     if not isinstance(model, tf_keras.Model):
         raise ModelFileError(f"{path}: the {kind} holds a {type(model).__name__}, not a model")
     return model
+
+
+@contextlib.contextmanager
+def _removing_unpacked_archive(is_saved_model: bool) -> Iterator[None]:
+    """Remove what ``tf_keras`` unpacked of a ``.keras`` archive if loading it fails.
+
+    ``tf_keras`` unpacks a whole archive that holds assets into a new folder of the temporary
+    folder and removes it only after a successful load. The folders made during the block that
+    hold an unpacked archive (``config.json``, ``metadata.json``) are removed on failure.
+    """
+    if is_saved_model:
+        yield
+        return
+    temporary = Path(tempfile.gettempdir())
+    before = set(os.listdir(temporary))
+    try:
+        yield
+    except BaseException:
+        for name in set(os.listdir(temporary)) - before:
+            folder = temporary / name
+            if not folder.is_symlink() and all(
+                (folder / member).is_file() for member in ("config.json", "metadata.json")
+            ):
+                shutil.rmtree(folder, ignore_errors=True)
+        raise

@@ -373,3 +373,71 @@ def test_a_size_bomb_is_refused_within_seconds_and_little_memory(saved, tmp_path
     seconds, before, peak = (float(value) for value in numbers.split())
     assert seconds < 10.0
     assert (peak - before) * 1024 < 2**30, (before, peak)  # ru_maxrss is in KiB
+
+
+# ------------------------------------------------------------------ many small members (issue 71)
+def _with_assets(saved: Path, target: Path, assets: dict, compression=zipfile.ZIP_DEFLATED):
+    with zipfile.ZipFile(saved) as source, zipfile.ZipFile(target, "w", compression) as archive:
+        for name in source.namelist():
+            archive.writestr(name, source.read(name))
+        for name, data in assets.items():
+            archive.writestr(f"assets/{name}", data)
+    return target
+
+
+@pytest.fixture
+def private_temp(tmp_path, monkeypatch) -> Path:
+    """``tempfile``'s folder, where ``tf_keras`` unpacks an archive with assets, made private."""
+    import tempfile
+
+    folder = tmp_path / "temp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
+
+
+@pytest.mark.parametrize(
+    "count, match",
+    [
+        (50, "its members unpack .* times their packed size together, over the cap of 100"),
+        (200, "its assets unpack to 200 MiB together, over the cap of 64 MiB"),
+    ],
+)
+def test_many_small_members_are_refused_by_their_sum_before_unpacking(
+    saved, tmp_path, private_temp, count, match
+):
+    """Row 4: each member of 1 MiB of zeros is under the per-member ratio floor; together
+    they unpack about 1,000 times their packed size (50 of them) or past the assets' cap (200;
+    the issue's 1,000 too). Nothing reaches the temporary folder."""
+    assets = {f"a{k}": bytes(2**20) for k in range(count)}
+    path = _with_assets(saved, tmp_path / "model.keras", assets)
+    assert path.stat().st_size < 2**20
+    refused(path, match)
+    assert list(private_temp.iterdir()) == []
+
+
+def test_assets_over_their_cap_are_refused(saved, tmp_path, monkeypatch, private_temp):
+    from gpflux_avdgp.io import model_file
+
+    monkeypatch.setattr(model_file, "MAX_ASSETS_BYTES", 2**20)
+    noise = np.random.default_rng(0).bytes(2**20 + 1)  # incompressible: no ratio cap applies
+    path = _with_assets(saved, tmp_path / "model.keras", {"noise": noise}, zipfile.ZIP_STORED)
+    refused(path, "its assets unpack to 1.0 MiB together, over the cap of 1 MiB")
+    assert list(private_temp.iterdir()) == []
+
+
+def test_what_tf_keras_unpacked_is_removed_when_the_load_fails(saved, tmp_path, private_temp):
+    """An archive within every cap, with an asset (so ``tf_keras`` unpacks it all into the
+    temporary folder) and a weights file missing a variable (so the load fails after)."""
+    folder = tmp_path / "broken"
+    folder.mkdir()
+    rewritten = rewritten_weights(
+        saved, folder, lambda source, target: copy_except(source, target, first_dataset(source))
+    )
+    path = _with_assets(rewritten, tmp_path / "model.keras", {"note.txt": b"an asset"})
+    with pytest.raises(ModelFileError, match="cannot be loaded"):
+        gpflux_avdgp.load_model(path)
+    assert list(private_temp.iterdir()) == []
+    with_asset = _with_assets(saved, tmp_path / "fine.keras", {"note.txt": b"an asset"})
+    gpflux_avdgp.load_model(with_asset)  # loads; tf_keras removes its own folder
+    assert list(private_temp.iterdir()) == []
