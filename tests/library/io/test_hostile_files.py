@@ -441,3 +441,29 @@ def test_what_tf_keras_unpacked_is_removed_when_the_load_fails(saved, tmp_path, 
     with_asset = _with_assets(saved, tmp_path / "fine.keras", {"note.txt": b"an asset"})
     gpflux_avdgp.load_model(with_asset)  # loads; tf_keras removes its own folder
     assert list(private_temp.iterdir()) == []
+
+
+def test_an_endless_loop_of_allowed_ops_passes_the_check_as_documented(tmp_path):
+    """Row 5, decided (docs/saving.md, "What loading does not bound: time"): the allow list
+    keeps loops because our own exports hold them; whether one ends is not read from the graph.
+    The loop below never ends, and the check accepts it."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    module = tf.Module()
+    module.spin = tf.function(
+        lambda: tf.while_loop(  # always true, even after the counter wraps
+            lambda i: tf.logical_or(i >= 0, i < 0), lambda i: i + 1, [tf.constant(0)]
+        ),
+        input_signature=[],
+    )
+    folder = tmp_path / "endless"
+    tf.saved_model.save(module, str(folder))
+    graph = saved_model_pb2.SavedModel.FromString((folder / "saved_model.pb").read_bytes())
+    ops = {
+        node.op
+        for meta_graph in graph.meta_graphs
+        for function in meta_graph.graph_def.library.function
+        for node in function.node_def
+    }
+    assert ops & {"While", "StatelessWhile"}
+    _check_graph(str(folder))  # accepted: a time limit is the caller's
