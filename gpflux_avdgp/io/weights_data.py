@@ -7,8 +7,9 @@ filtered chunks and fills unallocated ones, so a tiny file can declare gigabytes
 every weight as a plain contiguous dataset of numbers; :func:`check_h5_weights` accepts exactly
 that, reading only the file's metadata:
 
-* hard links only (no soft or external links), at most :data:`~.limits.MAX_WEIGHT_OBJECTS`
-  groups and datasets;
+* hard links only (no soft or external links), each object reached once (a tree, as Keras
+  writes: a group linked into itself would make the walk endless), at most
+  :data:`~.limits.MAX_WEIGHT_OBJECTS` groups and datasets;
 * every dataset numeric (``float``, ``int``, ``uint``, ``bool``), not virtual, without external
   storage or filters, its bytes all stored in the file (stored size equal to its size), so the
   data Keras reads is bounded by the file's own size.
@@ -56,7 +57,7 @@ def check_h5_weights(source: str, file: Union[str, IO[bytes]]) -> None:
 
 
 def _check_group(source: str, group, count: list[int]) -> None:
-    pending = [group]
+    pending, seen = [group], {group.id}
     while pending:
         group = pending.pop()
         for name in group:  # names only; nothing is dereferenced before its link is checked
@@ -74,6 +75,12 @@ def _check_group(source: str, group, count: list[int]) -> None:
                     "(the cap on weights objects)"
                 )
             item = group[name]
+            if item.id in seen:  # h5py's object ids compare by file and address
+                raise UnsafeModelError(
+                    f"{source}: refused: {where} links to an object reached before (model.save "
+                    "writes a tree; a link loop would make reading it endless)"
+                )
+            seen.add(item.id)
             if isinstance(item, h5py.Group):
                 pending.append(item)
             elif isinstance(item, h5py.Dataset):

@@ -467,3 +467,29 @@ def test_an_endless_loop_of_allowed_ops_passes_the_check_as_documented(tmp_path)
     }
     assert ops & {"While", "StatelessWhile"}
     _check_graph(str(folder))  # accepted: a time limit is the caller's
+
+
+def test_a_hard_link_loop_in_the_weights_is_refused_at_once(saved, tmp_path):
+    """Row 10: a group hard-linked into itself made the walk go 100,000 levels deep (33-167 s,
+    up to 4.4 GB); each object is now reached once, so a loop or a dataset linked twice is
+    refused."""
+
+    def linked(make_link):
+        def rewrite(source: h5py.File, target: h5py.File) -> None:
+            copy_except(source, target, skip="")
+            make_link(target, first_dataset(source))
+
+        folder = tmp_path / make_link.__name__
+        folder.mkdir()
+        return rewritten_weights(saved, folder, rewrite)
+
+    def loop(target, dataset):
+        group = target[dataset].parent
+        group["loop"] = group
+
+    def twice(target, dataset):
+        target["twice"] = target[dataset]
+
+    message = refused(linked(loop), "links to an object reached before")
+    assert "/loop links to an object reached before (model.save writes a tree" in message
+    refused(linked(twice), "links to an object reached before")
