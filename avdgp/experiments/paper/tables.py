@@ -30,10 +30,10 @@ from avdgp.experiments.paper.table_format import (
 )
 from avdgp.experiments.paper.toy_tables import render_ablation, render_table2
 
-__all__ = ["render"]
+__all__ = ["render", "uci_values"]
 
 
-def _uci_values(request: PaperRequest) -> dict:
+def uci_values(request: PaperRequest) -> dict:
     """``(dataset, model) -> {key: {seed: value}}`` of the finished runs of the request: its
     preset, epochs and seeds, and the version its settings give now (``run_version``), so rows
     of drifted settings never fill a cell."""
@@ -222,7 +222,7 @@ def _timing_table(request, values, models, datasets, csv_rows) -> list[str]:
 def _render_uci(request: PaperRequest, csv_rows: list) -> list[str]:
     timing = request.table == "table4"
     folder = request.uci_folder
-    values = _uci_values(request)
+    values = uci_values(request)
     datasets = list(request.table_datasets())
     models = list(TABLE_MODELS[request.table])
     lines = header(request, request.run_seeds)
