@@ -130,6 +130,7 @@ def test_fit_multiworker_only_the_chief_prints_and_writes(runs):
     assert not (runs["root"] / "worker1.json").exists()
     saved = {path.name for path in runs["save"].iterdir()}  # no backup/, no workertemp_1/
     assert saved == {
+        ".avdgp-run",  # the mark of a run folder avdgp made
         ".lock",  # the chief's lock of the folder (released with its process)
         "checkpoint",
         "model.keras",
