@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional, Sequence
 
-from avdgp.experiments.bench.run import BenchSettings
+from avdgp.experiments.bench.run import DERIVED_COLUMNS, BenchSettings
 from avdgp.experiments.demo.run import FULL, REDUCED, DemoSettings
 from avdgp.experiments.paper.toy_grid import ABLATION_DEPTHS, ablation_run, table2_run
 
@@ -57,9 +57,9 @@ SMALL_DATASETS = (
     "elevators",
     "bike",
 )
-#: Input columns removed after loading: bike's casual and registered counts sum to its target
-#: (``benchmarks/derive_bike.py`` checks it), so our bike has ``D = 15``.
-DERIVED = {"bike": (15, 16)}
+#: Input columns removed after loading (bike's two counts: :data:`~avdgp.experiments.bench.
+#: run.DERIVED_COLUMNS`).
+DERIVED = DERIVED_COLUMNS
 
 #: Table 2's rows: ``|M|``, the inducing points summed over layers.
 TOY_SIZES = (16, 32, 64, 128)

@@ -416,3 +416,48 @@ def test_a_failed_run_is_retried_and_an_ok_one_is_not(tmp_path, rng, monkeypatch
         bench_run.run_bench(settings, tmp_path / "out", stream=None)
     rows = list(csv.DictReader((tmp_path / "out" / "results.csv").open()))
     assert [r["status"] for r in rows] == ["failed: diverged", "ok"]
+
+
+def test_a_stopped_run_resumes_from_its_own_run_folder(tmp_path, rng, monkeypatch):
+    """Each run trains in a run folder of its own under ``running/`` (``--save``'s backup and
+    resume, tested in ``test_resume.py``): the same folder after a stop, gone once its row is
+    written."""
+    root = tmp_path / "data"
+    _write_uci(root / "tinyset", rng)
+    settings = bench_run.BenchSettings(
+        datasets=("tinyset",), models=("avdgp-ar2p",), seeds=(0,), epochs=2, data_root=root
+    )
+    folders = []
+
+    def fake_run(data, spec, config, *, save_dir, **kwargs):
+        folders.append(save_dir)
+        save_dir.mkdir(parents=True, exist_ok=True)
+        if len(folders) == 1:
+            raise KeyboardInterrupt  # stopped midway: the folder stays for the rerun
+        return "record"
+
+    monkeypatch.setattr(bench_run, "run", fake_run)
+    monkeypatch.setattr(
+        bench_run, "_row", lambda record, *args: _uci_row("tinyset", "avdgp-ar2p", 0, 1.0)
+    )
+    monkeypatch.setattr(bench_run, "append_curve", lambda *args: None)
+    monkeypatch.setattr(bench_run, "summarise", lambda *args, **kwargs: None)
+    with pytest.raises(KeyboardInterrupt):
+        bench_run.run_bench(settings, tmp_path / "out", stream=None)
+    assert folders[0].is_dir() and folders[0].parent == tmp_path / "out" / "running"
+    version = bench_run.run_version(settings, "avdgp-ar2p")
+    assert folders[0].name == f"tinyset-avdgp-ar2p-seed0-e2-default-{version}"
+    bench_run.run_bench(settings, tmp_path / "out", stream=None)
+    assert folders[1] == folders[0] and not folders[0].exists()
+
+
+def test_avdgp_bench_drops_bikes_target_counts_by_default(tmp_path, rng):
+    """Bike's casual and registered counts (inputs 16 and 17) sum to its target: every bench,
+    not only ``avdgp paper``, removes them unless told otherwise."""
+    _write_uci(tmp_path / "bike", rng, rows=30, dim=17)
+    settings = bench_run.BenchSettings(datasets=("bike",), data_root=tmp_path)
+    dataset = bench_run._load("bike", tmp_path, None, settings.drop_features["bike"])
+    assert dataset.inputs.shape == (30, 15)
+    assert paper.DERIVED == bench_run.DERIVED_COLUMNS
+    kept = bench_run.BenchSettings(drop_features={}).drop_features.get("bike", ())
+    assert bench_run._load("bike", tmp_path, None, kept).inputs.shape == (30, 17)
