@@ -218,6 +218,8 @@ def _run_one(
     version = run_version(settings, label)
     name = f"{dataset}-{label}-seed{seed}-e{settings.epochs}-{settings.preset}-{version}"
     save_dir = out / RUNNING_DIR / name.replace(":", "_").replace("/", "_")
+    if (save_dir / "run.json").exists():  # stopped after saving, before its row: run again
+        shutil.rmtree(save_dir)
     try:
         record = run(
             SplitData(split, test_curve=True),
