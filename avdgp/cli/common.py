@@ -26,6 +26,7 @@ __all__ = [
     "progress_stream",
     "write_failure",
     "writes_through",
+    "spreadsheet_safe",
     "writing_atomically",
 ]
 
@@ -152,6 +153,23 @@ def _check_not_input(where: str, path: Path, name: str, source: Path) -> None:
             f"{where}: is the input {name} ({source}), which it would replace; name another "
             "file for the output"
         )
+
+
+#: A cell starting with one of these is a formula to a spreadsheet (OWASP's CSV injection list).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(label: str) -> str:
+    """``label`` as a cell a spreadsheet shows as text: a label that would start a formula
+    (``=HYPERLINK(...)``, ``@SUM(1+1)``) gets the usual leading ``'``; numbers (``-1``) are
+    left as they are."""
+    if not label.startswith(FORMULA_STARTS):
+        return label
+    try:
+        float(label)
+        return label
+    except ValueError:
+        return "'" + label
 
 
 def write_failure(command: str, what: str, error: BaseException) -> CommandLineError:

@@ -17,7 +17,7 @@ from typing import Iterator, Optional
 import numpy as np
 
 from ..errors import CommandLineError
-from .common import check_output_file, print_stage, writing_atomically
+from .common import check_output_file, print_stage, spreadsheet_safe, writing_atomically
 from .saved_run import SavedRun, read_saved_run
 
 __all__ = ["predict_command"]
@@ -317,30 +317,13 @@ def _class_rows(probabilities: np.ndarray, classes: Optional[list]) -> list[list
             f"{num_classes}"
         )
     names = [format_label(value) for value in classes]
-    cells = [_spreadsheet_safe(name) for name in names]  # "p_" keeps the header's names safe
+    cells = [spreadsheet_safe(name) for name in names]  # "p_" keeps the header's names safe
     if binary:  # p of the second class: the first's is its complement
         probabilities = np.concatenate([1.0 - probabilities, probabilities], axis=1)
     rows = [["label"] + [f"p_{name}" for name in names]]
     for row in probabilities:
         rows.append([cells[int(np.argmax(row))]] + [_format(p) for p in row])
     return rows
-
-
-#: A cell starting with one of these is a formula to a spreadsheet (OWASP's CSV injection list).
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-
-
-def _spreadsheet_safe(label: str) -> str:
-    """``label`` as a cell a spreadsheet shows as text: a label that would start a formula
-    (``=HYPERLINK(...)``, ``@SUM(1+1)``) gets the usual leading ``'``; numbers (``-1``) are
-    left as they are."""
-    if not label.startswith(FORMULA_STARTS):
-        return label
-    try:
-        float(label)
-        return label
-    except ValueError:
-        return "'" + label
 
 
 def _check_width(data: str, saved: SavedRun) -> None:
