@@ -18,7 +18,12 @@ from avdgp import metrics
 from avdgp.experiments import plots
 from avdgp.experiments.bench.results import METRICS, read_results
 from avdgp.experiments.bench.run import run_version
-from avdgp.experiments.paper.request import PAPER_DATASETS, TABLE_MODELS, PaperRequest
+from avdgp.experiments.paper.request import (
+    PAPER_DATASETS,
+    SYNTHETIC_TABLE4,
+    TABLE_MODELS,
+    PaperRequest,
+)
 from avdgp.experiments.paper.table_format import (
     CSV_COLUMNS,
     csv_row,
@@ -194,7 +199,7 @@ def _timing_table(request, values, models, datasets, csv_rows) -> list[str]:
             + " | ".join(format_stats(test.get(m), 2) for m in models)
             + f" | {ratio} |"
         )
-        name = PAPER_DATASETS.get(dataset)
+        name = PAPER_DATASETS.get(dataset) or SYNTHETIC_TABLE4.get(dataset)
         rows = {m: paper.get((name, m)) for m in models}
         for model in models:
             for kind, stats in (("train", train.get(model)), ("test", test.get(model))):

@@ -461,3 +461,25 @@ def test_avdgp_bench_drops_bikes_target_counts_by_default(tmp_path, rng):
     assert paper.DERIVED == bench_run.DERIVED_COLUMNS
     kept = bench_run.BenchSettings(drop_features={}).drop_features.get("bike", ())
     assert bench_run._load("bike", tmp_path, None, kept).inputs.shape == (30, 17)
+
+
+def test_table4_times_synthetic_data_of_the_papers_high_dimensional_shapes(tmp_path):
+    """The paper says AVDGP costs more than DS-DGP at high D; we have none of its
+    high-dimensional sets, so Table 4 times synthetic data of their shapes."""
+    assert set(paper.SYNTHETIC_TABLE4) == set(bench_run.SYNTHETIC_SHAPES)
+    table4 = paper.PaperRequest("table4", tmp_path)
+    assert table4.uci_datasets()[-3:] == ("ctslice-shape", "wec100-shape", "conductor-shape")
+    assert "ctslice-shape" not in paper.PaperRequest("table5", tmp_path).uci_datasets()
+    wec = bench_run.synthetic_dataset("wec100-shape")
+    assert wec.inputs.shape == (9595, 200) and wec.targets.shape == (9595,)
+    assert np.array_equal(wec.inputs, bench_run._load("wec100-shape", None, None).inputs)
+    results = tmp_path / "timing" / "results.csv"
+    results.parent.mkdir()
+    for model, seconds in (("dsdgp", 4.0), ("dspp", 8.0), ("avdgp-ar2p", 6.0)):
+        row = _uci_row("ctslice-shape", model, 0, 0.5, epochs=3, seconds=seconds, table="table4")
+        append_row(results, row)
+    request = paper.PaperRequest("table4", tmp_path, seeds=[0], render_only=True)
+    text = run_paper(request, stream=None).read_text()
+    assert "| ctslice-shape | ours | 4.00 (1 run) | 8.00 (1 run) | 6.00 (1 run) |" in text
+    assert " 1.50 |" in text  # ours: AVDGP / DS-DGP
+    assert "| | paper (CTSlice, GPU) | 27.19 |" in text
