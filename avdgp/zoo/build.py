@@ -16,6 +16,7 @@ from avdgp.zoo.spec import (
     DESIGNS,
     GLOBAL_INDUCING,
     RULES,
+    SAMPLED_DESIGNS,
     SHALLOW,
     ModelKind,
     ModelSpec,
@@ -123,11 +124,13 @@ def _global_inducing_layers(
         gp_layer = _gpflux_layer(z_init, width, num_data, mean_function, f"gpflux_{index + 1}")
         if spec.preset == "paper" and spec.kind is not ModelKind.SVGP:
             use_mean_field(gp_layer)  # the paper's deep models: mean-field q(u)
+        samples = SAMPLED_DESIGNS.get(spec.design, {}) if spec.kind is ModelKind.DSDGP else {}
         layers.append(
             SigmaPointGPLayer(
                 gp_layer,
                 rule=rule,
                 **({"num_points": spec.num_points} if index == 1 else {}),
+                **samples,
                 seed=spec.seed + index,
                 name=f"gp_layer_{index + 1}",
             )

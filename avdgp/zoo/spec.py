@@ -125,6 +125,9 @@ DESIGNS = {
     "guard-reach": {"guard": {"variance_gate": False, "range_gate": False}},
     "previous-guard": {**PAPER_LAYERS, "guard": True},
 }
+#: Designs of DS-DGP (``dsdgp:s32``): its AR1 layers' Monte Carlo training samples, the
+#: paper's S = 32 in place of the default 1 (issue 72: its cost and what it changes).
+SAMPLED_DESIGNS = {"s32": {"num_train_samples": 32}}
 
 
 def split_design(name: str) -> tuple[str, Optional[str]]:
@@ -135,10 +138,16 @@ def split_design(name: str) -> tuple[str, Optional[str]]:
     base, _, design = name.strip().lower().partition(":")
     if not design:
         return base, None
+    if base == "dsdgp":
+        if design not in SAMPLED_DESIGNS:
+            raise ValueError(
+                f"model {name!r}: expected a design in {sorted(SAMPLED_DESIGNS)}, got {design!r}"
+            )
+        return base, design
     if design not in DESIGNS:
         raise ValueError(f"model {name!r}: expected a design in {sorted(DESIGNS)}, got {design!r}")
     if not base.startswith(("avdgp", "sgp-avi", "idsgp")):
-        raise ValueError(f"model {name!r}: designs apply to amortized models only")
+        raise ValueError(f"model {name!r}: designs apply to amortized models and dsdgp only")
     return base, design
 
 

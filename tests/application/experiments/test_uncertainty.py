@@ -138,7 +138,7 @@ def test_design_names():
     }
     with pytest.raises(ValueError, match="expected a design in"):
         split_design("avdgp-ar2p:fast")
-    with pytest.raises(ValueError, match="designs apply to amortized models only"):
+    with pytest.raises(ValueError, match="designs apply to amortized models and dsdgp only"):
         split_design("svgp:previous")
 
 
