@@ -206,10 +206,10 @@ def render_reproduction(out: Path) -> Path:
     runs = sum(len(runs.get("nll", {})) for runs in values.values())
     said = ", ".join(f"{count} {verdict}" for verdict, count in sorted(counts.items()))
     lines = [
-        "# Does the paper reproduce? (Table 5 under its own protocol)",
+        "# Does the paper reproduce?",
         "",
-        "Every cell below ran under the paper's protocol (`--preset paper --budget full`: 5",
-        "random 8:1:1 splits, seeds 0-4, Adam 0.005, batch 100, 100 epochs, the last epoch's",
+        "Table 5 under the paper's own protocol: every cell below ran with it",
+        "(`--preset paper --budget full`: 5 random 8:1:1 splits, seeds 0-4, Adam 0.005, batch 100, 100 epochs, the last epoch's",
         "weights, Matérn-5/2, hidden widths 16 and 4, mean-field `q(u)` for DS-DGP and DSPP).",
         "Deviations: DS-DGP trains on S = 1 sample (the paper: 32); DSPP and SOLVE-GP may be",
         f"capped at {CAP} epochs, labelled so. Ours: mean ± sample std (seeds); the paper's:",
