@@ -64,6 +64,8 @@ def binary_labels(y: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
         (``{1, 2}`` would read 2 as the negative class; not under XLA, which drops
         assertions)."""
     y = tf.convert_to_tensor(y)
+    if y.dtype == tf.bool:  # True / False: classes 1 and 0, nothing to check
+        return tf.cast(y, dtype)
     one = tf.ones([], y.dtype)
     known = tf.equal(y, one) | tf.equal(y, tf.zeros([], y.dtype)) | tf.equal(y, -one)
     check = tf.debugging.Assert(

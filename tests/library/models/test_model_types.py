@@ -235,6 +235,25 @@ def test_bernoulli_labels_other_than_0_1_or_plus_minus_1_are_refused_in_every_mo
         model.fit(x, labels + 1, batch_size=40, epochs=1, verbose=0)
 
 
+@pytest.mark.parametrize("kind", model_types(*MODEL_TYPES, default=("avdgp",)))
+def test_bool_labels_train_and_score_as_0_1_labels_in_every_model_type(kind):
+    """Issue 74, row 5: ``y > 0`` as ``bool`` gave a dtype ``TypeError`` in an AVDGPModel;
+    True / False are classes 1 and 0: the same losses and metrics as float ``{0, 1}``."""
+    x, _, labels = _data()
+    results = []
+    for y in (tf.cast(labels, tf.bool), labels):
+        tf_keras.utils.set_random_seed(0)
+        model = _model(kind, gpflow.likelihoods.Bernoulli())
+        loss = None if kind == "avdgp" else ga.AVDGPLoss()
+        model.compile(tf_keras.optimizers.Adam(0.05), loss=loss, metrics=[ga.MixtureNLL()])
+        history = model.fit(x, y, batch_size=40, epochs=1, verbose=0).history["loss"]
+        scores = model.evaluate(x, y, batch_size=NUM_DATA, verbose=0, return_dict=True)
+        results.append((history, scores))
+    assert results[0][0] == pytest.approx(results[1][0], abs=1e-12)
+    for name, value in results[1][1].items():
+        assert results[0][1][name] == pytest.approx(value, abs=1e-12), name
+
+
 def test_an_ar2pp_model_trains_its_predictive_objective_and_saves_it(tmp_path):
     x, y, _ = _data()
     model = _model("avdgp", gpflow.likelihoods.Gaussian(variance=0.1), rule="ar2pp")
