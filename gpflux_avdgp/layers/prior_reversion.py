@@ -77,7 +77,8 @@ class PriorReversion:
             if self._placing_anchors:  # measured on the placement rows
                 reach = reach_of(distances, self.anchors)
                 self.anchor_reach.assign(reach)
-            elif training:  # followed; 0 until measured (anchors placed on this first batch)
+            elif training and self.trainable:  # followed; 0 until measured. A frozen
+                # layer (``trainable = False``) keeps its reach, as BatchNormalization its moments
                 with tf.name_scope("reach_update"):
                     batch_reach = reach_of(every_replicas_rows(distances), self.anchors)
                     followed = REACH_MOMENTUM * reach + (1.0 - REACH_MOMENTUM) * batch_reach

@@ -334,6 +334,24 @@ def test_the_reach_is_measured_where_the_anchors_are_placed_then_follows_trainin
     assert float(layer.anchor_reach) == pytest.approx(expected, rel=1e-12)
 
 
+def test_a_frozen_layer_keeps_its_reach_as_batch_normalization_keeps_its_moments(rng):
+    """Issue 74, row 7: ``layer.trainable = False`` then a training call moved the reach; a
+    frozen layer keeps it (the control: the same call moves it when trainable)."""
+    x = rng.uniform(-2.0, 2.0, (80, 1))
+    model = gpflux_avdgp.build_avdgp(
+        1, [1], 3, len(x), gpflow.likelihoods.Gaussian(), num_anchors=8, reach_gate=1.0, seed=0
+    )
+    layer = model.layers[0]
+    gpflux_avdgp.layers.place_anchors(model, x)
+    placed = float(layer.anchor_reach)
+    layer.trainable = False
+    layer(tf.constant(x[:30]), training=True)
+    assert float(layer.anchor_reach) == placed
+    layer.trainable = True
+    layer(tf.constant(x[:30]), training=True)
+    assert float(layer.anchor_reach) != placed
+
+
 def test_with_fewer_rows_than_anchors_training_keeps_the_gaps_between_rows_in_reach():
     """Anchors placed on ``N <= K`` rows move off them in training; the reach stays half their
     spacing, so the middle between neighbouring rows keeps the gate's weight near 1."""
