@@ -89,7 +89,8 @@ class AmortizedGPLayer(PriorReversion, MixtureLayer):
         running statistic updated in the forward pass as batch normalisation's are: a step
         stopped for a NaN gradient, or in Keras' own step for a NaN target, may have moved
         it, by the batch's finite inputs; under a distribution strategy the global batch's);
-        with ``num_data <= num_anchors`` (every row an anchor) training keeps it. Needs
+        with ``num_data <= num_anchors`` (every row an anchor), or with the layer frozen
+        (``trainable = False``), training keeps it. Needs
         ``num_anchors``.
     :param rule: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
     :param num_points: see :class:`~gpflux_avdgp.layers.base.MixtureLayer`.
