@@ -49,6 +49,12 @@ class AmortizedGPLayer(PriorReversion, MixtureLayer):
     ``M x M`` Cholesky per datapoint is shared by all ``Q`` outputs and ``S`` locations (AR1:
     one per datapoint and sample). Memory is ``O(B M^2 (Q + S))``, never ``O(B^2)``.
 
+    **Built by hand, the layer is the paper's** (no prior reversion: ``num_anchors=0``,
+    ``whiten=False``, no reach gate); :func:`~gpflux_avdgp.build_avdgp`'s default preset adds
+    prior reversion (32 anchors, whitened, reach gate 1.0, the shared inducing-point start),
+    so its std grows far from the data. To build a layer as the builder does, pass
+    ``**gpflux_avdgp.presets.layer_options()``.
+
     Attributes (after ``build``): ``kernel`` (GPflow kernel, shared by the ``Q`` outputs),
     ``mean_function`` (GPflow mean function or ``None``), ``inference``
     (:class:`~gpflux_avdgp.layers.inference.AffineInference` or

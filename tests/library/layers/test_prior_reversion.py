@@ -432,3 +432,17 @@ def test_a_graph_traced_before_placement_measures_the_reach_on_its_first_batch(r
     tf.function(lambda x: layer(x, training=True))(batch)
     expected = reference.reach_of(batch.numpy(), layer.anchors.numpy())
     assert float(layer.anchor_reach) == pytest.approx(expected, rel=1e-12) and expected > 0
+
+
+def test_a_layer_built_by_hand_is_the_papers_and_layer_options_make_it_the_builders():
+    """Issue 74, row 8: 0 anchors by hand, 32 from the builder, under one name; the layer's
+    docstring names the difference and ``presets.layer_options()`` closes it."""
+    built = gpflux_avdgp.build_avdgp(2, [1], 4, 50, gpflow.likelihoods.Gaussian(), seed=0)
+    options = gpflux_avdgp.presets.layer_options()
+    by_hand = gpflux_avdgp.AmortizedGPLayer(1, 4, num_data=50)
+    like_builder = gpflux_avdgp.AmortizedGPLayer(1, 4, num_data=50, **options)
+    builder_config = built.layers[0].get_config()
+    for key in options:
+        assert like_builder.get_config()[key] == builder_config[key], key
+    assert (by_hand.num_anchors, builder_config["num_anchors"]) == (0, 32)
+    assert "Built by hand, the layer is the paper's" in gpflux_avdgp.AmortizedGPLayer.__doc__
