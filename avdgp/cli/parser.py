@@ -156,7 +156,8 @@ def _add_fit(commands) -> None:
         "--epochs",
         type=positive_int,
         default=100,
-        help="training epochs; on small data an epoch is few steps (rows / --batch-size): the "
+        help="training epochs (default 100); on small data an epoch is few steps (rows / "
+        "--batch-size): the "
         "default AVDGP needed about 80 steps to separate 3 clear blobs (10 epochs of 720 "
         "rows), SVGP about 40",
     )
