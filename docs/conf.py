@@ -65,6 +65,7 @@ exclude_patterns = [
     "experiments/uncertainty/uncertainty.md",  # tables quoted by uncertainty.md
     "experiments/uncertainty_hard/uncertainty.md",  # the same, for the harder benchmark
     "experiments/paper/**",  # included by experiments/paper.md
+    "experiments/reproduction/**",  # rows and raw renders behind experiments/reproduction.md
 ]
 
 autodoc_default_options = {
