@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from avdgp.experiments.bench.run import BenchSettings, run_bench
-from avdgp.experiments.paper.request import DERIVED, SMALL_DATASETS
+from avdgp.experiments.paper.request import SMALL_DATASETS
 
 
 def _scores(path: Path, models: list[str]) -> dict:
@@ -86,7 +86,6 @@ def main(argv=None) -> int:
             data_root=args.data_root,
             extra={"extra": {"inducing_init": "input"}},
             training={"steps_per_execution": 10},
-            drop_features=DERIVED,
         )
         run_bench(settings, args.out)
     return 0

@@ -21,6 +21,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional, Union
 
@@ -85,7 +86,7 @@ def load_model(
     is_saved_model = check_model_file(path, custom_objects=custom_objects)
     kind = "SavedModel" if is_saved_model else ".keras archive"
     try:
-        with _removing_unpacked_archive(is_saved_model):
+        with _removing_unpacked_archive(path, is_saved_model):
             model = tf_keras.models.load_model(
                 path, custom_objects=custom_objects, compile=compile, safe_mode=True
             )
@@ -102,12 +103,13 @@ def load_model(
 
 
 @contextlib.contextmanager
-def _removing_unpacked_archive(is_saved_model: bool) -> Iterator[None]:
-    """Remove what ``tf_keras`` unpacked of a ``.keras`` archive if loading it fails.
+def _removing_unpacked_archive(path: str, is_saved_model: bool) -> Iterator[None]:
+    """Remove what ``tf_keras`` unpacked of the ``.keras`` archive ``path`` if loading fails.
 
     ``tf_keras`` unpacks a whole archive that holds assets into a new folder of the temporary
-    folder and removes it only after a successful load. The folders made during the block that
-    hold an unpacked archive (``config.json``, ``metadata.json``) are removed on failure.
+    folder and removes it only after a successful load. On failure, the folders made during the
+    block whose ``config.json`` is this archive's are removed (so another process's unpacked
+    archive is left alone).
     """
     if is_saved_model:
         yield
@@ -117,10 +119,11 @@ def _removing_unpacked_archive(is_saved_model: bool) -> Iterator[None]:
     try:
         yield
     except BaseException:
+        with zipfile.ZipFile(path) as archive:
+            config = archive.read("config.json")
         for name in set(os.listdir(temporary)) - before:
-            folder = temporary / name
-            if not folder.is_symlink() and all(
-                (folder / member).is_file() for member in ("config.json", "metadata.json")
-            ):
-                shutil.rmtree(folder, ignore_errors=True)
+            unpacked = temporary / name / "config.json"
+            if not unpacked.parent.is_symlink() and unpacked.is_file():
+                if unpacked.read_bytes() == config:
+                    shutil.rmtree(unpacked.parent, ignore_errors=True)
         raise

@@ -17,7 +17,7 @@ import hashlib
 import json
 import shutil
 import sys
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence, TextIO
 
@@ -172,7 +172,7 @@ def run_version(settings: BenchSettings, label: str) -> str:
     seed, epochs, preset): the model's spec, the preset's layer and training options, the
     training settings on top, the dtype, the package version and :data:`BENCH_CODE_VERSION`.
     Rows of another version never share a cell, so a changed default starts new cells."""
-    spec = replace(_spec(settings, label, seed=0), seed=0)
+    spec = _spec(settings, label, seed=0)  # the seed is the key's
     described = {
         "spec": asdict(spec),
         "layer_options": layer_options(settings.preset),
@@ -287,8 +287,8 @@ def run_bench(
     names = list(dict.fromkeys(settings.datasets))
     versions = {label: run_version(settings, label) for label in labels}
     done = {  # failed runs are not done: a rerun retries them
-        (row["dataset"], row["model"], int(row["seed"]), int(row["epochs"]), row["preset"])
-        + (row["version"],)
+        (row["dataset"], row["model"], int(row["seed"]), int(row["epochs"]))
+        + (row["preset"], row["version"])
         for row in read_results(results_path)
         if row["status"] == "ok"
     }
@@ -309,8 +309,7 @@ def run_bench(
             split = scaler.transform_split(split)
             for label in labels:
                 count += 1
-                key = (dataset.name, label, seed, settings.epochs, settings.preset)
-                key += (versions[label],)
+                key = (dataset.name, label, seed, settings.epochs, settings.preset, versions[label])
                 if key in done:
                     say(f"[{count}/{total}] {dataset.name} {label} seed {seed}: done, skipped")
                     continue

@@ -18,14 +18,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional, Sequence
 
-from avdgp.experiments.bench.run import DERIVED_COLUMNS, BenchSettings
+from avdgp.experiments.bench.run import BenchSettings
 from avdgp.experiments.demo.run import FULL, REDUCED, DemoSettings
 from avdgp.experiments.paper.toy_grid import ABLATION_DEPTHS, ablation_run, table2_run
 
 __all__ = [
     "BUDGETS",
     "Budget",
-    "DERIVED",
     "PAPER_DATASETS",
     "PaperRequest",
     "SMALL_DATASETS",
@@ -63,9 +62,6 @@ SMALL_DATASETS = (
     "elevators",
     "bike",
 )
-#: Input columns removed after loading (bike's two counts: :data:`~avdgp.experiments.bench.
-#: run.DERIVED_COLUMNS`).
-DERIVED = DERIVED_COLUMNS
 
 #: Table 2's rows: ``|M|``, the inducing points summed over layers.
 TOY_SIZES = (16, 32, 64, 128)
@@ -259,7 +255,6 @@ class PaperRequest:
             data_root=self.data_root,
             preset=self.preset,
             training=training,
-            drop_features=DERIVED,
         )
 
     def trained_models(self, dataset: str) -> tuple[str, ...]:

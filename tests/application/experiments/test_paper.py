@@ -458,7 +458,9 @@ def test_avdgp_bench_drops_bikes_target_counts_by_default(tmp_path, rng):
     settings = bench_run.BenchSettings(datasets=("bike",), data_root=tmp_path)
     dataset = bench_run._load("bike", tmp_path, None, settings.drop_features["bike"])
     assert dataset.inputs.shape == (30, 15)
-    assert paper.DERIVED == bench_run.DERIVED_COLUMNS
+    assert paper.PaperRequest("table5", tmp_path).bench_settings("bike").drop_features == {
+        "bike": (15, 16)
+    }
     kept = bench_run.BenchSettings(drop_features={}).drop_features.get("bike", ())
     assert bench_run._load("bike", tmp_path, None, kept).inputs.shape == (30, 17)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import time
 import zipfile
 from pathlib import Path
@@ -426,9 +427,22 @@ def test_assets_over_their_cap_are_refused(saved, tmp_path, monkeypatch, private
     assert list(private_temp.iterdir()) == []
 
 
-def test_what_tf_keras_unpacked_is_removed_when_the_load_fails(saved, tmp_path, private_temp):
+def test_what_tf_keras_unpacked_is_removed_when_the_load_fails(
+    saved, tmp_path, private_temp, monkeypatch
+):
     """An archive within every cap, with an asset (so ``tf_keras`` unpacks it all into the
-    temporary folder) and a weights file missing a variable (so the load fails after)."""
+    temporary folder) and a weights file missing a variable (so the load fails after). Another
+    archive unpacked meanwhile (another process's load) is left alone."""
+    original_load = tf_keras.models.load_model
+
+    def load_beside_another(*args, **kwargs):
+        other = private_temp / "another_process"
+        other.mkdir(exist_ok=True)
+        (other / "config.json").write_text('{"another": "model"}')
+        (other / "metadata.json").write_text("{}")
+        return original_load(*args, **kwargs)
+
+    monkeypatch.setattr(tf_keras.models, "load_model", load_beside_another)
     folder = tmp_path / "broken"
     folder.mkdir()
     rewritten = rewritten_weights(
@@ -437,7 +451,9 @@ def test_what_tf_keras_unpacked_is_removed_when_the_load_fails(saved, tmp_path, 
     path = _with_assets(rewritten, tmp_path / "model.keras", {"note.txt": b"an asset"})
     with pytest.raises(ModelFileError, match="cannot be loaded"):
         gpflux_avdgp.load_model(path)
-    assert list(private_temp.iterdir()) == []
+    assert [p.name for p in private_temp.iterdir()] == ["another_process"]
+    shutil.rmtree(private_temp / "another_process")
+    monkeypatch.setattr(tf_keras.models, "load_model", original_load)
     with_asset = _with_assets(saved, tmp_path / "fine.keras", {"note.txt": b"an asset"})
     gpflux_avdgp.load_model(with_asset)  # loads; tf_keras removes its own folder
     assert list(private_temp.iterdir()) == []
